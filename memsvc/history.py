@@ -1,0 +1,194 @@
+"""history.json: the record type and the on-disk layout of a session's
+recent messages.
+
+The file is a JSON array laid out one append per line, so an append rewrites
+only the closing bracket and a crash can only tear the last line:
+
+    [
+    {"id":1,...}
+    ,{"id":2,...},{"id":3,...}
+    ]
+
+Owns reading (with repair of a torn tail), appending in place and whole
+rewrites. Must never decide what to store: that is sessions.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import msgspec
+
+from . import durable
+
+log = logging.getLogger(__name__)
+
+OPENING = b"[\n"
+CLOSING = b"]\n"
+EMPTY = OPENING + CLOSING
+
+
+class Record(msgspec.Struct, omit_defaults=True, rename={"send_at": "sendAt", "idempotency_key": "idempotencyKey"}):
+    """One message as stored in history.json."""
+
+    id: int = 0
+    role: str = ""
+    content: str = ""
+    send_at: int = 0
+    "UTC Unix nanoseconds."
+    sender: str = ""
+    idempotency_key: str = ""
+    "Set on every record of an Append that carried a key, so a retry finds its first result."
+
+
+class _LegacyRecord(msgspec.Struct):
+    """The reference agent's records: ids may be strings or missing."""
+
+    id: int | str | None = None
+    role: str = ""
+    content: str = ""
+    sendAt: int = 0
+    sender: str = ""
+
+
+_encoder = msgspec.json.Encoder()
+_records = msgspec.json.Decoder(list[Record])
+_legacy_records = msgspec.json.Decoder(list[_LegacyRecord])
+
+
+def encode_line(records: list[Record], first: bool) -> bytes:
+    """One append as one line: the records without their array brackets."""
+    body = _encoder.encode(records)[1:-1]
+    return (b"" if first else b",") + body + b"\n"
+
+
+def render(records: list[Record]) -> bytes:
+    """The whole file for `records`, one record per line."""
+    if not records:
+        return EMPTY
+    lines = [encode_line([record], first=index == 0) for index, record in enumerate(records)]
+    return OPENING + b"".join(lines) + CLOSING
+
+
+class Loaded(msgspec.Struct):
+    records: list[Record]
+    size: int
+    repaired: bool = False
+
+
+def load(path: Path) -> Loaded:
+    """Read a history file, repairing it in place if a crash tore its tail.
+
+    A damaged original is kept beside it (`history.json.damaged-<ns>`) before
+    any repair, so nothing is ever dropped silently.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Loaded([], 0)
+    if _is_canonical(data):
+        try:
+            records = _records.decode(data)
+        except msgspec.DecodeError:
+            pass  # a damaged line, or legacy field types: handled below
+        else:
+            if _ids_increasing(records):
+                return Loaded(records, len(data))
+    records, complete = _decode_lenient(data)
+    if records is None:
+        records = _salvage_lines(data)
+        complete = False
+    if not complete:
+        kept = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
+        durable.atomic_write(kept, data)
+        log.warning("repaired damaged history", extra={"path": str(path), "kept_copy": kept.name,
+                                                       "records_kept": len(records)})
+    rewritten = render(records)
+    durable.atomic_write(path, rewritten)
+    return Loaded(records, len(rewritten), repaired=True)
+
+
+def _is_canonical(data: bytes) -> bool:
+    if not (data.startswith(OPENING) and data.endswith(b"\n" + CLOSING)):
+        return False
+    return all(line[:1] == b"{" or line[:2] == b",{" for line in data.split(b"\n")[1:-2])
+
+
+def _ids_increasing(records: list[Record]) -> bool:
+    previous = 0
+    for record in records:
+        if record.id <= previous:
+            return False
+        previous = record.id
+    return True
+
+
+def _decode_lenient(data: bytes) -> tuple[list[Record] | None, bool]:
+    """Decode a whole, valid array in any layout; None if it is not valid JSON."""
+    try:
+        records = _records.decode(data)
+    except msgspec.ValidationError:
+        try:
+            return _renumber(_legacy_records.decode(data)), True
+        except msgspec.DecodeError:
+            return None, False
+    except msgspec.DecodeError:
+        return None, False
+    if not _ids_increasing(records):
+        records = [msgspec.structs.replace(record, id=index) for index, record in enumerate(records, start=1)]
+    return records, True
+
+
+def _renumber(legacy: list[_LegacyRecord]) -> list[Record]:
+    return [Record(id=index, role=item.role, content=item.content, send_at=item.sendAt, sender=item.sender)
+            for index, item in enumerate(legacy, start=1)]
+
+
+def _salvage_lines(data: bytes) -> list[Record]:
+    """Every complete line of a torn or damaged file, in order.
+
+    A line counts only if its newline was written: a torn append is dropped
+    whole, never kept as a partial batch.
+    """
+    kept: list[Record] = []
+    for line in data.split(b"\n")[1:-1]:
+        body = line[1:] if line.startswith(b",") else line
+        if not body.startswith(b"{"):
+            continue
+        try:
+            kept.extend(_records.decode(b"[" + body + b"]"))
+        except msgspec.DecodeError:
+            continue
+    return kept
+
+
+def append(path: Path, size: int, records: list[Record]) -> int:
+    """Append `records` as one line, durably; returns the new file size.
+
+    Writes over the closing bracket only, so its cost does not grow with the
+    file and a torn write can damage nothing but this line.
+    """
+    if size == 0:
+        payload = OPENING + encode_line(records, first=True) + CLOSING
+        offset = 0
+    else:
+        payload = encode_line(records, first=size == len(EMPTY)) + CLOSING
+        offset = size - len(CLOSING)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        durable.write_at(fd, offset, payload)
+    finally:
+        os.close(fd)
+    if size == 0:
+        durable.fsync_dir(path.parent)
+    return offset + len(payload)
+
+
+def rewrite(path: Path, records: list[Record]) -> int:
+    """Replace the whole file atomically; returns its new size."""
+    data = render(records)
+    durable.atomic_write(path, data)
+    return len(data)

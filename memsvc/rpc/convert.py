@@ -1,0 +1,50 @@
+"""Proto <-> domain conversions, shared by the servicers.
+
+Must never hold logic beyond mapping fields and enums; unknown enum values
+are rejected here because only the wire can carry them.
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidArgument
+from ..history import Record
+from ..sessions import NewMessage
+from ..summary import Summary, encode
+from ..v1 import memory_pb2 as pb
+
+ROLE_NAMES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant"}
+ROLE_VALUES = {name: value for value, name in ROLE_NAMES.items()}
+
+
+def new_message(message: pb.Message, index: int) -> NewMessage:
+    if message.role not in ROLE_NAMES:
+        raise InvalidArgument(
+            f"messages[{index}].role is {message.role}; use ROLE_USER or ROLE_ASSISTANT", reason="INVALID_ROLE")
+    return NewMessage(role=ROLE_NAMES[message.role], content=message.content, sender=message.sender,
+                      send_at=message.send_at_unix_nano)
+
+
+def message(record: Record) -> pb.Message:
+    return pb.Message(id=record.id, role=ROLE_VALUES.get(record.role, pb.ROLE_UNSPECIFIED), content=record.content,
+                      sender=record.sender, send_at_unix_nano=record.send_at)
+
+
+def summary(value: Summary) -> pb.Summary:
+    current = value.current_discussion
+    return pb.Summary(
+        key_decisions=value.key_decisions,
+        past_discussions=[pb.PastDiscussion(topic=item.topic, description=item.description,
+                                            direction=item.direction, last_discussed=item.last_discussed)
+                          for item in value.past_discussions],
+        current_discussion=None if current is None else pb.CurrentDiscussion(
+            topic=current.topic, description=current.description, direction=current.direction,
+            perspectives=current.perspectives if isinstance(current.perspectives, str)
+            else "\n".join(current.perspectives)),
+        json=encode(value).decode(),
+    )
+
+
+def enum_value(value: int, names: dict[int, object], field: str) -> None:
+    """Reject enum numbers this server does not know (proto3 keeps them)."""
+    if value not in names:
+        raise InvalidArgument(f"{field} has unknown value {value}", reason="INVALID_ENUM")

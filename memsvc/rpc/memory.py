@@ -1,0 +1,82 @@
+"""MemoryService: translates the per-session memory RPCs to domain calls."""
+
+from __future__ import annotations
+
+import grpc
+
+from ..app import App
+from ..errors import Unimplemented
+from ..summary import turn_context
+from ..v1 import memory_pb2 as pb
+from ..v1 import memory_pb2_grpc
+from . import convert
+from .status import translated
+
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
+    def __init__(self, app: App):
+        self.app = app
+
+    @translated
+    async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
+        messages = [convert.new_message(message, index) for index, message in enumerate(request.messages)]
+        result = self.app.sessions.append(request.session_id, messages, request.idempotency_key)
+        return pb.AppendResponse(messages=[convert.message(record) for record in result.records],
+                                 replayed=result.replayed)
+
+    @translated
+    async def GetContext(self, request: pb.GetContextRequest,
+                         context: grpc.aio.ServicerContext) -> pb.GetContextResponse:
+        window = self.app.sessions.window(request.session_id)
+        reply = pb.GetContextResponse(window=[convert.message(record) for record in window])
+        summary = self.app.sessions.summary(request.session_id)
+        if summary is not None and not summary.is_empty():
+            reply.turn_context.CopyFrom(pb.Message(role=pb.ROLE_USER, content=turn_context(summary)))
+            reply.summary.CopyFrom(convert.summary(summary))
+        return reply
+
+    @translated
+    async def GetSummary(self, request: pb.GetSummaryRequest,
+                         context: grpc.aio.ServicerContext) -> pb.GetSummaryResponse:
+        session = self.app.sessions.require(request.session_id)
+        summary = session.summary()
+        reply = pb.GetSummaryResponse()
+        if summary is not None:
+            reply.summary.CopyFrom(convert.summary(summary))
+        return reply
+
+    @translated
+    async def ListSessions(self, request: pb.ListSessionsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
+        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        infos, token = self.app.sessions.list(page_size, request.page_token)
+        return pb.ListSessionsResponse(
+            sessions=[pb.SessionInfo(session_id=info.session_id, message_count=info.message_count,
+                                     history_bytes=info.history_bytes, last_append_unix_nano=info.last_append,
+                                     has_summary=info.has_summary) for info in infos],
+            next_page_token=token)
+
+    @translated
+    async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
+        raise Unimplemented("Search is not implemented yet (archive and vector tiers)")
+
+    @translated
+    async def Compact(self, request: pb.CompactRequest, context: grpc.aio.ServicerContext) -> pb.CompactResponse:
+        raise Unimplemented("Compact is not implemented yet (archive tier)")
+
+    @translated
+    async def Summarize(self, request: pb.SummarizeRequest,
+                        context: grpc.aio.ServicerContext) -> pb.SummarizeResponse:
+        raise Unimplemented("Summarize is not implemented yet (summary pipeline)")
+
+    @translated
+    async def Reset(self, request: pb.ResetRequest, context: grpc.aio.ServicerContext) -> pb.ResetResponse:
+        raise Unimplemented("Reset is not implemented yet (archive tier)")
+
+    @translated
+    async def RemoveSession(self, request: pb.RemoveSessionRequest,
+                            context: grpc.aio.ServicerContext) -> pb.RemoveSessionResponse:
+        raise Unimplemented("RemoveSession is not implemented yet (archive tier)")

@@ -1,0 +1,66 @@
+"""The one place where domain errors become gRPC statuses.
+
+Every servicer method is wrapped by `translated`: a MemsvcError becomes its
+status code with a `google.rpc.ErrorInfo{reason}` attached; anything else is
+logged and becomes INTERNAL, never UNKNOWN. Must never decide what is an
+error: the domain does.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from ..errors import Kind, MemsvcError
+
+log = logging.getLogger(__name__)
+
+ERROR_DOMAIN = "memsvc"
+
+CODES = {
+    Kind.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    Kind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Kind.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
+    Kind.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Kind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Kind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    Kind.UNIMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
+    Kind.INTERNAL: grpc.StatusCode.INTERNAL,
+}
+
+
+def to_status(error: MemsvcError) -> grpc.Status:
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    code = CODES[error.kind]
+    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=error.message, details=[detail]))
+
+
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
+
+
+def translated(method: Handler) -> Handler:
+    """Run a servicer method, turning every failure into a documented status."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await method(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except MemsvcError as error:
+            await context.abort_with_status(to_status(error))
+        except Exception:
+            log.exception("unexpected error", extra={"rpc": method.__name__})
+            await context.abort_with_status(to_status(MemsvcError(
+                f"internal error in {method.__name__}; the server log has the details", reason="INTERNAL")))
+
+    return wrapper  # type: ignore[return-value]

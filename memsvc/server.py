@@ -1,0 +1,124 @@
+"""The server's lifecycle: lock the data directory, assemble the domain,
+bind, serve health and reflection, and drain on SIGTERM.
+
+Owns the order of start and stop. Must never hold request logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from .app import App
+from .config import Settings
+from .durable import DirectoryLock, ensure_dir
+from .errors import InvalidSetting
+from .rpc.error_memory import ErrorMemoryServicer
+from .rpc.memory import MemoryServicer
+from .v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"].full_name,
+)
+UNIX_PREFIX = "unix://"
+
+
+def _options(settings: Settings) -> list[tuple[str, int]]:
+    return [
+        # A second server must not silently share our TCP port.
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", settings.max_request_bytes),
+        ("grpc.max_send_message_length", settings.max_request_bytes),
+    ]
+
+
+def _bind(server: grpc.aio.Server, address: str) -> str:
+    """Bind one address; returns it as bound (port 0 resolved)."""
+    if address.startswith(UNIX_PREFIX):
+        path = Path(address[len(UNIX_PREFIX):])
+        ensure_dir(path.parent)
+        # The data-dir lock proves no live server owns a socket left here.
+        path.unlink(missing_ok=True)
+        previous = os.umask(0o177)
+        try:
+            server.add_insecure_port(address)
+        finally:
+            os.umask(previous)
+        return address
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise InvalidSetting(f"cannot listen on {address}: address in use or invalid")
+    host = address.rsplit(":", 1)[0]
+    return f"{host}:{port}"
+
+
+class Server:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.lock = DirectoryLock(Path(settings.data_dir))
+        self.health = health.aio.HealthServicer()
+        self.stopping = asyncio.Event()
+        self.app: App | None = None
+        self.grpc: grpc.aio.Server | None = None
+
+    async def start(self) -> list[str]:
+        self.lock.acquire()
+        self.grpc = grpc.aio.server(options=_options(self.settings))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.app = App(self.settings)
+        memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(self.app), self.grpc)
+        error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(ErrorMemoryServicer(self.app), self.grpc)
+        reflection.enable_server_reflection(SERVICE_NAMES + (health.SERVICE_NAME, reflection.SERVICE_NAME),
+                                            self.grpc)
+        bound = [_bind(self.grpc, address) for address in self.settings.listen]
+        await self.grpc.start()
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        log.info("serving", extra={"addresses": bound, "data_dir": self.settings.data_dir, "pid": os.getpid()})
+        return bound
+
+    async def _set_health(self, status: int) -> None:
+        for name in ("",) + SERVICE_NAMES:
+            await self.health.set(name, status)
+
+    async def stop(self) -> None:
+        """Refuse new calls, drain in-flight ones, flush every store."""
+        log.info("stopping", extra={"grace_seconds": self.settings.shutdown_grace_seconds})
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self.grpc is not None:
+            await self.grpc.stop(self.settings.shutdown_grace_seconds)
+        if self.app is not None:
+            self.app.close()
+        self.lock.release()
+        log.info("stopped")
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stopping.set)
+        await self.start()
+        await self.stopping.wait()
+        await self.stop()
+
+
+def serve(settings: Settings) -> int:
+    # Caps the GIL convoy a busy background thread inflicts on the server's threads.
+    sys.setswitchinterval(0.0005)
+    try:
+        asyncio.run(Server(settings).run())
+    except InvalidSetting as exc:
+        log.error("cannot start", extra={"reason": str(exc)})
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 2
+    return 0

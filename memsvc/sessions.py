@@ -1,0 +1,277 @@
+"""Sessions: tier 1, the source of truth for recent messages.
+
+Owns `sessions/<id>/` (history.json, summary.json), the in-memory copy of
+each open session's recent messages, id assignment, idempotency, validation
+of what is appended, and one writer per session. Open sessions are kept in
+memory (least recently used closed past `max_open_sessions`) so no request
+re-decodes history.json. Must never block on, or know about, the derived
+stores (archive, vectors): they learn of appends through listeners.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+
+from . import durable, history, legacy, summary
+from .config import Settings
+from .errors import InvalidArgument, NotFound, storage_error
+from .history import Record
+
+ROLES = ("user", "assistant")
+MAX_SENDER_CHARS = 256
+MAX_IDEMPOTENCY_KEY_CHARS = 256
+_SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+
+AppendListener = Callable[[str, list[Record]], None]
+
+
+class NewMessage(msgspec.Struct, kw_only=True):
+    role: str
+    content: str
+    sender: str = ""
+    send_at: int = 0
+    "UTC Unix nanoseconds; 0 means now (or the time in a legacy header)."
+
+
+class AppendResult(msgspec.Struct):
+    records: list[Record]
+    replayed: bool
+
+
+class SessionInfo(msgspec.Struct):
+    session_id: str
+    message_count: int
+    history_bytes: int
+    last_append: int
+    "UTC Unix nanoseconds (history.json's modification time)."
+    has_summary: bool
+
+
+def check_session_id(session_id: str) -> str:
+    """A session id names a directory: it must never escape the data root."""
+    if not _SESSION_ID.fullmatch(session_id):
+        shown = session_id if len(session_id) <= 40 else session_id[:40] + "..."
+        raise InvalidArgument(
+            f"session_id {shown!r} is invalid: use 1-128 characters of A-Z a-z 0-9 . _ -, "
+            "not starting with '.' or '-'", reason="INVALID_SESSION_ID")
+    return session_id
+
+
+class Session:
+    """One open session. Mutations hold `lock`; readers take the list as it is."""
+
+    def __init__(self, session_id: str, directory: Path):
+        self.id = session_id
+        self.directory = directory
+        self.history_path = directory / "history.json"
+        self.summary_path = directory / "summary.json"
+        self.lock = threading.Lock()
+        self.closed = False
+        loaded = history.load(self.history_path)
+        self.records: list[Record] = loaded.records
+        self.size = loaded.size
+        self.replies: dict[str, list[Record]] = {}
+        for record in self.records:
+            if record.idempotency_key:
+                self.replies.setdefault(record.idempotency_key, []).append(record)
+        self._summary_stamp: int | None = None
+        self._summary: summary.Summary | None = None
+
+    @property
+    def next_id(self) -> int:
+        return self.records[-1].id + 1 if self.records else 1
+
+    def summary(self) -> summary.Summary | None:
+        """The stored summary, re-read only when the file changed."""
+        try:
+            stamp = self.summary_path.stat().st_mtime_ns
+        except FileNotFoundError:
+            self._summary_stamp, self._summary = None, None
+            return None
+        if stamp != self._summary_stamp:
+            self._summary, self._summary_stamp = summary.load(self.summary_path), stamp
+        return self._summary
+
+
+class Sessions:
+    def __init__(self, settings: Settings, clock: Callable[[], int] = time.time_ns):
+        self.settings = settings
+        self.root = settings.sessions_dir
+        self.clock = clock
+        self.listeners: list[AppendListener] = []
+        self._open: collections.OrderedDict[str, Session] = collections.OrderedDict()
+        self._registry = threading.Lock()
+        durable.ensure_dir(self.root)
+        durable.sweep_deleted(self.root)
+
+    # -- opening -----------------------------------------------------------
+
+    def directory(self, session_id: str) -> Path:
+        return self.root / check_session_id(session_id)
+
+    def exists(self, session_id: str) -> bool:
+        return self.directory(session_id).is_dir()
+
+    def _get(self, session_id: str) -> Session:
+        with self._registry:
+            session = self._open.get(session_id)
+            if session is not None:
+                self._open.move_to_end(session_id)
+                return session
+            session = Session(session_id, self.directory(session_id))
+            self._open[session_id] = session
+            self._evict()
+            return session
+
+    def _evict(self) -> None:
+        while len(self._open) > self.settings.max_open_sessions:
+            for candidate_id, candidate in self._open.items():
+                if candidate.lock.acquire(blocking=False):
+                    candidate.closed = True
+                    candidate.lock.release()
+                    del self._open[candidate_id]
+                    break
+            else:
+                return  # every open session is busy: over the limit until one is free
+
+    @contextmanager
+    def writing(self, session_id: str) -> Iterator[Session]:
+        """The session, locked against other writers for the block."""
+        while True:
+            session = self._get(session_id)
+            with session.lock:
+                if not session.closed:
+                    yield session
+                    return
+
+    def reading(self, session_id: str) -> Session | None:
+        """The open session for readers, or None when it has never been written."""
+        if not self.exists(session_id):
+            return None
+        return self._get(session_id)
+
+    # -- tier 1 ------------------------------------------------------------
+
+    def append(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "") -> AppendResult:
+        """Store `messages` durably at the end of the session, then tell listeners."""
+        check_session_id(session_id)
+        self._check_messages(messages)
+        if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
+            raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
+                                  reason="IDEMPOTENCY_KEY_TOO_LONG")
+        records = [self._record(message, idempotency_key) for message in messages]
+        with self.writing(session_id) as session:
+            if idempotency_key and idempotency_key in session.replies:
+                return AppendResult(session.replies[idempotency_key], replayed=True)
+            for offset, record in enumerate(records):
+                record.id = session.next_id + offset
+            try:
+                if session.size == 0:
+                    durable.ensure_dir(session.directory)
+                session.size = history.append(session.history_path, session.size, records)
+            except OSError as exc:
+                raise storage_error(exc, f"appending to session {session_id}") from exc
+            session.records.extend(records)
+            if idempotency_key:
+                session.replies[idempotency_key] = records
+        for listener in self.listeners:
+            listener(session_id, records)
+        return AppendResult(records, replayed=False)
+
+    def _check_messages(self, messages: list[NewMessage]) -> None:
+        if not messages:
+            raise InvalidArgument("messages is empty: send at least one message", reason="NO_MESSAGES")
+        if len(messages) > self.settings.max_messages_per_request:
+            raise InvalidArgument(
+                f"{len(messages)} messages in one Append; at most {self.settings.max_messages_per_request}",
+                reason="TOO_MANY_MESSAGES")
+        for index, message in enumerate(messages):
+            where = f"messages[{index}]"
+            if message.role not in ROLES:
+                raise InvalidArgument(f"{where}.role must be user or assistant", reason="INVALID_ROLE")
+            if not message.content.strip():
+                raise InvalidArgument(f"{where}.content is empty", reason="EMPTY_CONTENT")
+            size = len(message.content.encode("utf-8", "surrogatepass"))
+            if size > self.settings.max_message_bytes:
+                raise InvalidArgument(
+                    f"{where}.content is {size} bytes; at most {self.settings.max_message_bytes} "
+                    "(max_message_bytes): split it or store it elsewhere", reason="MESSAGE_TOO_LARGE")
+            if len(message.sender) > MAX_SENDER_CHARS:
+                raise InvalidArgument(f"{where}.sender is longer than {MAX_SENDER_CHARS} characters",
+                                      reason="SENDER_TOO_LONG")
+            if message.send_at < 0:
+                raise InvalidArgument(f"{where}.send_at_unix_nano is negative", reason="INVALID_TIME")
+
+    def _record(self, message: NewMessage, idempotency_key: str) -> Record:
+        content, sender, send_at = message.content, message.sender, message.send_at
+        if not send_at and (header := legacy.parse(content)) is not None:
+            content, send_at, sender = header.content, header.send_at, sender or header.sender
+        return Record(role=message.role, content=content, send_at=send_at or self.clock(), sender=sender,
+                      idempotency_key=idempotency_key)
+
+    def window(self, session_id: str) -> list[Record]:
+        """The last max_history_messages messages, oldest first."""
+        session = self.reading(session_id)
+        if session is None:
+            return []
+        return session.records[-self.settings.max_history_messages:]
+
+    def summary(self, session_id: str) -> summary.Summary | None:
+        session = self.reading(session_id)
+        return None if session is None else session.summary()
+
+    # -- listing -----------------------------------------------------------
+
+    def list(self, page_size: int, page_token: str) -> tuple[list[SessionInfo], str]:
+        """One page of sessions ordered by id; the token is the last id shown."""
+        if page_token:
+            check_session_id(page_token)
+        names = sorted(entry.name for entry in self.root.iterdir()
+                       if entry.is_dir() and _SESSION_ID.fullmatch(entry.name) and entry.name > page_token)
+        page = names[:page_size]
+        infos = [info for name in page if (info := self._info(name)) is not None]
+        return infos, page[-1] if len(names) > page_size else ""
+
+    def _info(self, session_id: str) -> SessionInfo | None:
+        directory = self.root / session_id
+        try:
+            stat = (directory / "history.json").stat()
+            size, modified = stat.st_size, stat.st_mtime_ns
+        except FileNotFoundError:
+            size, modified = 0, 0
+        has_summary = (directory / "summary.json").exists()
+        with self._registry:
+            session = self._open.get(session_id)
+        if session is not None:
+            count = len(session.records)
+        elif size:
+            count = _count_records(directory / "history.json")
+        else:
+            count = 0
+        return SessionInfo(session_id, count, size, modified, has_summary)
+
+    def require(self, session_id: str) -> Session:
+        session = self.reading(session_id)
+        if session is None:
+            raise NotFound(f"session {session_id!r} does not exist", reason="SESSION_NOT_FOUND")
+        return session
+
+
+def _count_records(path: Path) -> int:
+    """Records in a closed session's history without decoding it.
+
+    Every stored record starts with `{"id":` and that byte sequence cannot
+    occur inside a JSON string (its quotes would be escaped).
+    """
+    try:
+        return path.read_bytes().count(b'{"id":')
+    except FileNotFoundError:
+        return 0

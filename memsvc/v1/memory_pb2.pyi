@@ -1,0 +1,301 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROLE_UNSPECIFIED: _ClassVar[Role]
+    ROLE_USER: _ClassVar[Role]
+    ROLE_ASSISTANT: _ClassVar[Role]
+
+class Match(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MATCH_UNSPECIFIED: _ClassVar[Match]
+    MATCH_SEMANTIC: _ClassVar[Match]
+    MATCH_KEYWORD: _ClassVar[Match]
+    MATCH_HYBRID: _ClassVar[Match]
+
+class TimeRange(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TIME_RANGE_UNSPECIFIED: _ClassVar[TimeRange]
+    TIME_RANGE_ALL: _ClassVar[TimeRange]
+    TIME_RANGE_DAY: _ClassVar[TimeRange]
+    TIME_RANGE_WEEK: _ClassVar[TimeRange]
+    TIME_RANGE_MONTH: _ClassVar[TimeRange]
+    TIME_RANGE_YEAR: _ClassVar[TimeRange]
+
+class Source(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SOURCE_UNSPECIFIED: _ClassVar[Source]
+    SOURCE_RECENT: _ClassVar[Source]
+    SOURCE_ARCHIVE: _ClassVar[Source]
+
+class ResetMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESET_MODE_UNSPECIFIED: _ClassVar[ResetMode]
+    RESET_MODE_SUMMARY: _ClassVar[ResetMode]
+    RESET_MODE_ALL: _ClassVar[ResetMode]
+ROLE_UNSPECIFIED: Role
+ROLE_USER: Role
+ROLE_ASSISTANT: Role
+MATCH_UNSPECIFIED: Match
+MATCH_SEMANTIC: Match
+MATCH_KEYWORD: Match
+MATCH_HYBRID: Match
+TIME_RANGE_UNSPECIFIED: TimeRange
+TIME_RANGE_ALL: TimeRange
+TIME_RANGE_DAY: TimeRange
+TIME_RANGE_WEEK: TimeRange
+TIME_RANGE_MONTH: TimeRange
+TIME_RANGE_YEAR: TimeRange
+SOURCE_UNSPECIFIED: Source
+SOURCE_RECENT: Source
+SOURCE_ARCHIVE: Source
+RESET_MODE_UNSPECIFIED: ResetMode
+RESET_MODE_SUMMARY: ResetMode
+RESET_MODE_ALL: ResetMode
+
+class Message(_message.Message):
+    __slots__ = ("id", "role", "content", "sender", "send_at_unix_nano", "embedding")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    SEND_AT_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    role: Role
+    content: str
+    sender: str
+    send_at_unix_nano: int
+    embedding: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, id: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., sender: _Optional[str] = ..., send_at_unix_nano: _Optional[int] = ..., embedding: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class AppendRequest(_message.Message):
+    __slots__ = ("session_id", "messages", "idempotency_key")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class AppendResponse(_message.Message):
+    __slots__ = ("messages", "replayed")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    replayed: bool
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
+class GetContextRequest(_message.Message):
+    __slots__ = ("session_id", "request_text")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_TEXT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    request_text: str
+    def __init__(self, session_id: _Optional[str] = ..., request_text: _Optional[str] = ...) -> None: ...
+
+class GetContextResponse(_message.Message):
+    __slots__ = ("window", "turn_context", "summary")
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    TURN_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    window: _containers.RepeatedCompositeFieldContainer[Message]
+    turn_context: Message
+    summary: Summary
+    def __init__(self, window: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., turn_context: _Optional[_Union[Message, _Mapping]] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ...) -> None: ...
+
+class Summary(_message.Message):
+    __slots__ = ("key_decisions", "past_discussions", "current_discussion", "json")
+    KEY_DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    PAST_DISCUSSIONS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_DISCUSSION_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    key_decisions: _containers.RepeatedScalarFieldContainer[str]
+    past_discussions: _containers.RepeatedCompositeFieldContainer[PastDiscussion]
+    current_discussion: CurrentDiscussion
+    json: str
+    def __init__(self, key_decisions: _Optional[_Iterable[str]] = ..., past_discussions: _Optional[_Iterable[_Union[PastDiscussion, _Mapping]]] = ..., current_discussion: _Optional[_Union[CurrentDiscussion, _Mapping]] = ..., json: _Optional[str] = ...) -> None: ...
+
+class PastDiscussion(_message.Message):
+    __slots__ = ("topic", "description", "direction", "last_discussed")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    LAST_DISCUSSED_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    description: str
+    direction: str
+    last_discussed: str
+    def __init__(self, topic: _Optional[str] = ..., description: _Optional[str] = ..., direction: _Optional[str] = ..., last_discussed: _Optional[str] = ...) -> None: ...
+
+class CurrentDiscussion(_message.Message):
+    __slots__ = ("topic", "description", "perspectives", "direction")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PERSPECTIVES_FIELD_NUMBER: _ClassVar[int]
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    description: str
+    perspectives: str
+    direction: str
+    def __init__(self, topic: _Optional[str] = ..., description: _Optional[str] = ..., perspectives: _Optional[str] = ..., direction: _Optional[str] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("session_id", "query", "match", "limit", "time_range", "since_unix_nano", "until_unix_nano", "include_window", "query_embedding")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
+    SINCE_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    QUERY_EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    query: str
+    match: Match
+    limit: int
+    time_range: TimeRange
+    since_unix_nano: int
+    until_unix_nano: int
+    include_window: bool
+    query_embedding: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, session_id: _Optional[str] = ..., query: _Optional[str] = ..., match: _Optional[_Union[Match, str]] = ..., limit: _Optional[int] = ..., time_range: _Optional[_Union[TimeRange, str]] = ..., since_unix_nano: _Optional[int] = ..., until_unix_nano: _Optional[int] = ..., include_window: _Optional[bool] = ..., query_embedding: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("hits",)
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ...) -> None: ...
+
+class SearchHit(_message.Message):
+    __slots__ = ("message", "source", "score", "is_context", "run")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    IS_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    message: Message
+    source: Source
+    score: float
+    is_context: bool
+    run: int
+    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., source: _Optional[_Union[Source, str]] = ..., score: _Optional[float] = ..., is_context: _Optional[bool] = ..., run: _Optional[int] = ...) -> None: ...
+
+class CompactRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CompactResponse(_message.Message):
+    __slots__ = ("removed", "start_at_unix_nano")
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    START_AT_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    removed: int
+    start_at_unix_nano: int
+    def __init__(self, removed: _Optional[int] = ..., start_at_unix_nano: _Optional[int] = ...) -> None: ...
+
+class SummarizeRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class SummarizeResponse(_message.Message):
+    __slots__ = ("count", "summary")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    summary: Summary
+    def __init__(self, count: _Optional[int] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ...) -> None: ...
+
+class GetSummaryRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class GetSummaryResponse(_message.Message):
+    __slots__ = ("summary", "cursor_unix_nano")
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    summary: Summary
+    cursor_unix_nano: int
+    def __init__(self, summary: _Optional[_Union[Summary, _Mapping]] = ..., cursor_unix_nano: _Optional[int] = ...) -> None: ...
+
+class ResetRequest(_message.Message):
+    __slots__ = ("session_id", "mode")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    mode: ResetMode
+    def __init__(self, session_id: _Optional[str] = ..., mode: _Optional[_Union[ResetMode, str]] = ...) -> None: ...
+
+class ResetResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: Deleted
+    def __init__(self, deleted: _Optional[_Union[Deleted, _Mapping]] = ...) -> None: ...
+
+class RemoveSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class RemoveSessionResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: Deleted
+    def __init__(self, deleted: _Optional[_Union[Deleted, _Mapping]] = ...) -> None: ...
+
+class Deleted(_message.Message):
+    __slots__ = ("history_messages", "archived_messages", "vectors", "summary")
+    HISTORY_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    history_messages: int
+    archived_messages: int
+    vectors: int
+    summary: bool
+    def __init__(self, history_messages: _Optional[int] = ..., archived_messages: _Optional[int] = ..., vectors: _Optional[int] = ..., summary: _Optional[bool] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions", "next_page_token")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[SessionInfo]
+    next_page_token: str
+    def __init__(self, sessions: _Optional[_Iterable[_Union[SessionInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SessionInfo(_message.Message):
+    __slots__ = ("session_id", "message_count", "history_bytes", "last_append_unix_nano", "has_summary")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LAST_APPEND_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    HAS_SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    message_count: int
+    history_bytes: int
+    last_append_unix_nano: int
+    has_summary: bool
+    def __init__(self, session_id: _Optional[str] = ..., message_count: _Optional[int] = ..., history_bytes: _Optional[int] = ..., last_append_unix_nano: _Optional[int] = ..., has_summary: _Optional[bool] = ...) -> None: ...
