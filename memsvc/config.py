@@ -111,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for field in FIELDS:
         flag = "--" + field.name.replace("_", "-")
         env = ENV_PREFIX + field.name.upper()
-        text = f"{docs.get(field.name, '')} [env {env}]"
+        text = f"{docs.get(field.name, '')} [env {env}]".replace("%", "%%")
         if field.name == "listen":
             parser.add_argument(flag, action="append", dest=field.name, help=text)
         else:

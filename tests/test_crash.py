@@ -1,0 +1,53 @@
+"""kill -9 right after a burst of acknowledged Appends loses none of them."""
+
+import threading
+
+import grpc
+import msgspec
+
+from memsvc.client import MemsvcClientError
+from memsvc.v1 import memory_pb2 as pb
+
+
+def test_sigkill_during_a_burst_loses_no_acknowledged_append(make_server):
+    # A window wide enough to read every message back through GetContext.
+    server = make_server("--max-history-messages", "100000")
+    acknowledged: dict[str, list[str]] = {f"s{n}": [] for n in range(4)}
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def writer(session_id: str, worker: int) -> None:
+        with server.client(timeout=5) as client:
+            sequence = 0
+            while not stop.is_set():
+                text = f"w{worker}-{sequence}"
+                try:
+                    client.append(session_id, [("user", text), ("assistant", text + "-reply")])
+                except MemsvcClientError as error:
+                    if error.code != grpc.StatusCode.UNAVAILABLE:
+                        failures.append(error)
+                    return
+                acknowledged[session_id].append(text)
+                sequence += 1
+
+    threads = [threading.Thread(target=writer, args=(f"s{n % 4}", n)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    while sum(map(len, acknowledged.values())) < 400 and not failures:
+        stop.wait(0.001)
+    server.kill()  # appends are still in flight
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    server.start()
+    with server.client() as client:
+        for session_id, texts in acknowledged.items():
+            window = client.get_context(session_id).window
+            users = [m.content for m in window if m.role == pb.ROLE_USER]
+            assert all(users.count(text) == 1 for text in texts), session_id
+            assert [m.id for m in window] == list(range(1, len(window) + 1))
+            # one Append is one line on disk: a user message never survives without its reply
+            assert [m.role for m in window] == [pb.ROLE_USER, pb.ROLE_ASSISTANT] * (len(window) // 2)
+            history = server.data_dir / "sessions" / session_id / "history.json"
+            assert len(msgspec.json.decode(history.read_bytes())) == len(window)
