@@ -5,7 +5,8 @@ each open session's recent messages, id assignment, idempotency, validation
 of what is appended, and one writer per session. Open sessions are kept in
 memory (least recently used closed past `max_open_sessions`) so no request
 re-decodes history.json. Must never block on, or know about, the derived
-stores (archive, vectors): they learn of appends through listeners.
+stores (archive, vectors): they learn of changes through the DerivedStore
+calls and catch up in their own time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
@@ -30,7 +32,26 @@ MAX_SENDER_CHARS = 256
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 _SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
-AppendListener = Callable[[str, list[Record]], None]
+
+
+class DerivedStore(Protocol):
+    """A store derived from history.json (the archive, the vectors).
+
+    Every call must return quickly: the store queues work and catches up on
+    its own threads.
+    """
+
+    def recover(self, session_id: str, records: list[Record]) -> None:
+        """A session was opened holding `records`: add whatever of them is missing."""
+
+    def appended(self, session_id: str, records: list[Record]) -> None:
+        """`records` are durable at the end of the session."""
+
+    def compacted(self, session_id: str, first_kept_id: int, start_at: int) -> None:
+        """Messages with id < first_kept_id left history.json; start_at is the cutoff time."""
+
+    def cleared(self, session_id: str) -> int:
+        """Reset or RemoveSession: drop everything of the session; returns how much was dropped."""
 
 
 class NewMessage(msgspec.Struct, kw_only=True):
@@ -106,7 +127,7 @@ class Sessions:
         self.settings = settings
         self.root = settings.sessions_dir
         self.clock = clock
-        self.listeners: list[AppendListener] = []
+        self.derived: list[DerivedStore] = []
         self._open: collections.OrderedDict[str, Session] = collections.OrderedDict()
         self._registry = threading.Lock()
         durable.ensure_dir(self.root)
@@ -129,7 +150,9 @@ class Sessions:
             session = Session(session_id, self.directory(session_id))
             self._open[session_id] = session
             self._evict()
-            return session
+        for store in self.derived:
+            store.recover(session_id, list(session.records))
+        return session
 
     def _evict(self) -> None:
         while len(self._open) > self.settings.max_open_sessions:
@@ -161,7 +184,7 @@ class Sessions:
     # -- tier 1 ------------------------------------------------------------
 
     def append(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "") -> AppendResult:
-        """Store `messages` durably at the end of the session, then tell listeners."""
+        """Store `messages` durably at the end of the session, then tell the derived stores."""
         check_session_id(session_id)
         self._check_messages(messages)
         if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
@@ -182,8 +205,8 @@ class Sessions:
             session.records.extend(records)
             if idempotency_key:
                 session.replies[idempotency_key] = records
-        for listener in self.listeners:
-            listener(session_id, records)
+        for store in self.derived:
+            store.appended(session_id, records)
         return AppendResult(records, replayed=False)
 
     def _check_messages(self, messages: list[NewMessage]) -> None:

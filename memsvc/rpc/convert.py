@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import InvalidArgument
 from ..history import Record
+from ..search import Hit, Query
 from ..sessions import NewMessage
 from ..summary import Summary, encode
 from ..v1 import memory_pb2 as pb
@@ -44,7 +45,28 @@ def summary(value: Summary) -> pb.Summary:
     )
 
 
-def enum_value(value: int, names: dict[int, object], field: str) -> None:
-    """Reject enum numbers this server does not know (proto3 keeps them)."""
+MATCHES = {pb.MATCH_UNSPECIFIED: "semantic", pb.MATCH_SEMANTIC: "semantic", pb.MATCH_KEYWORD: "keyword",
+           pb.MATCH_HYBRID: "hybrid"}
+TIME_RANGES = {pb.TIME_RANGE_UNSPECIFIED: "all", pb.TIME_RANGE_ALL: "all", pb.TIME_RANGE_DAY: "1d",
+               pb.TIME_RANGE_WEEK: "7d", pb.TIME_RANGE_MONTH: "1m", pb.TIME_RANGE_YEAR: "1y"}
+SOURCES = {"recent": pb.SOURCE_RECENT, "archive": pb.SOURCE_ARCHIVE}
+
+
+def enum_name(value: int, names: dict[int, str], field: str) -> str:
+    """The domain name of an enum value; proto3 keeps numbers this server does not know."""
     if value not in names:
         raise InvalidArgument(f"{field} has unknown value {value}", reason="INVALID_ENUM")
+    return names[value]
+
+
+def query(request: pb.SearchRequest) -> Query:
+    return Query(session_id=request.session_id, text=request.query,
+                 match=enum_name(request.match, MATCHES, "match"),  # type: ignore[arg-type]
+                 limit=request.limit, time_range=enum_name(request.time_range, TIME_RANGES, "time_range"),
+                 since=request.since_unix_nano, until=request.until_unix_nano,
+                 include_window=request.include_window, vector=list(request.query_embedding))
+
+
+def hit(value: Hit) -> pb.SearchHit:
+    return pb.SearchHit(message=message(value.record), source=SOURCES[value.source], score=value.score,
+                        is_context=value.is_context, run=value.run)

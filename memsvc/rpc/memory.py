@@ -61,7 +61,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     @translated
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
-        raise Unimplemented("Search is not implemented yet (archive and vector tiers)")
+        hits = self.app.searcher.search(convert.query(request))
+        return pb.SearchResponse(hits=[convert.hit(hit) for hit in hits])
 
     @translated
     async def Compact(self, request: pb.CompactRequest, context: grpc.aio.ServicerContext) -> pb.CompactResponse:
