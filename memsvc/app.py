@@ -6,7 +6,9 @@ binds it to the wire.
 
 from __future__ import annotations
 
+from .archive import Archive
 from .config import Settings
+from .lifecycle import Lifecycle
 from .search import Searcher
 from .sessions import Sessions
 
@@ -15,7 +17,12 @@ class App:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.sessions = Sessions(settings)
-        self.searcher = Searcher(self.sessions)
+        self.archive = Archive(settings.store_dir, settings.archive_commit_seconds)
+        self.sessions.derived.append(self.archive)
+        self.lifecycle = Lifecycle(self.sessions, self.archive)
+        self.searcher = Searcher(self.sessions, self.archive)
 
     def close(self) -> None:
         """Flush and stop background work; called once, after the last RPC."""
+        self.lifecycle.close()
+        self.archive.close()

@@ -45,6 +45,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Most messages in one Append."
     max_open_sessions: int = 1024
     "Sessions kept in memory; the least recently used are closed past this."
+    archive_commit_seconds: float = 0.05
+    "Longest time the archive gathers appended messages before one commit."
     embedder: Literal["builtin", "sentence-transformers", "openai"] = "builtin"
     "Embedding provider for semantic search."
     embedding_model: str = ""
@@ -157,6 +159,8 @@ def _check(settings: Settings) -> None:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")
     if settings.max_message_bytes > settings.max_history_bytes:
         raise InvalidSetting("max_message_bytes must not exceed max_history_bytes")
+    if settings.archive_commit_seconds < 0:
+        raise InvalidSetting("archive_commit_seconds must not be negative")
     if settings.error_ttl_days <= 0:
         raise InvalidSetting("error_ttl_days must be positive")
     if not settings.listen:

@@ -14,9 +14,11 @@ from typing import Literal
 
 import msgspec
 
+from . import keywords
+from .archive import Archive
 from .errors import InvalidArgument, Unimplemented
 from .history import Record
-from .sessions import Sessions, check_session_id
+from .sessions import Session, Sessions, check_session_id
 
 DEFAULT_LIMIT = 8
 MAX_LIMIT = 32
@@ -87,8 +89,9 @@ def bounds(query: Query, now: int) -> Bounds:
 
 
 class Searcher:
-    def __init__(self, sessions: Sessions, clock: Callable[[], int] = time.time_ns):
+    def __init__(self, sessions: Sessions, archive: Archive, clock: Callable[[], int] = time.time_ns):
         self.sessions = sessions
+        self.archive = archive
         self.clock = clock
 
     def search(self, query: Query) -> list[Hit]:
@@ -98,7 +101,35 @@ class Searcher:
         raise Unimplemented(f"{query.match} search is not implemented yet (vector tier)")
 
     def keyword(self, query: Query, limits: Bounds) -> list[Hit]:
-        words = query.text.split()
+        """Archived messages (below the first one in history.json) plus recent ones, best first.
+
+        Recent messages are scored with the archive's BM25 statistics so both
+        kinds rank on one scale; ties go to the newer message.
+        """
+        words = keywords.parse(query.text)
         if not words:
-            raise InvalidArgument("a keyword search needs a query", reason="EMPTY_QUERY")
-        raise Unimplemented("keyword search is not implemented yet (archive tier)")
+            raise InvalidArgument("a keyword search needs at least one word", reason="EMPTY_QUERY")
+        session = self.sessions.reading(query.session_id)
+        if session is None:
+            return []
+        recent = list(session.records)
+        cut = recent[0].id if recent else session.next_id
+        hits = [Hit(record, "archive", score) for record, score in
+                self.archive.search(query.session_id, words, cut, limits.since, limits.until, limits.limit)]
+        hits += self._recent_matches(session, recent, words, limits)
+        hits.sort(key=lambda hit: (-hit.score, -hit.record.id))
+        return hits[:limits.limit]
+
+    def _recent_matches(self, session: Session, recent: list[Record], words: list[keywords.Word],
+                        limits: Bounds) -> list[Hit]:
+        # Every token of every word must appear in the lowered text: a cheap filter before tokenizing.
+        needles = [token for word in words for token in word.tokens]
+        candidates = [record for record in recent if limits.contains(record.send_at)
+                      and all(needle in session.lowered(record) for needle in needles)]
+        matches = [record for record in candidates if keywords.contains(record.content, words)]
+        if not matches:
+            return []
+        doc_freq, total = self.archive.statistics(words)
+        average = sum(len(keywords.tokenize(record.content)) for record in matches) / len(matches)
+        return [Hit(record, "recent", keywords.bm25(record.content, words, doc_freq, max(total, len(matches)),
+                                                    average)) for record in matches]

@@ -94,6 +94,7 @@ class Session:
         self.directory = directory
         self.history_path = directory / "history.json"
         self.summary_path = directory / "summary.json"
+        self.next_id_path = directory / ".next_id"
         self.lock = threading.Lock()
         self.closed = False
         loaded = history.load(self.history_path)
@@ -103,12 +104,26 @@ class Session:
         for record in self.records:
             if record.idempotency_key:
                 self.replies.setdefault(record.idempotency_key, []).append(record)
+        self._lowered: dict[int, str] = {}
         self._summary_stamp: int | None = None
         self._summary: summary.Summary | None = None
 
+        try:
+            self.floor_id = int(self.next_id_path.read_text())
+        except (FileNotFoundError, ValueError):
+            self.floor_id = 1
+
     @property
     def next_id(self) -> int:
-        return self.records[-1].id + 1 if self.records else 1
+        """Ids never repeat in a session, even after Reset emptied its history."""
+        return max(self.records[-1].id + 1 if self.records else 1, self.floor_id)
+
+    def lowered(self, record: Record) -> str:
+        """The record's content in lower case, computed once (keyword search scans it often)."""
+        text = self._lowered.get(record.id)
+        if text is None:
+            text = self._lowered[record.id] = record.content.lower()
+        return text
 
     def summary(self) -> summary.Summary | None:
         """The stored summary, re-read only when the file changed."""
@@ -128,6 +143,8 @@ class Sessions:
         self.root = settings.sessions_dir
         self.clock = clock
         self.derived: list[DerivedStore] = []
+        self.on_oversize: Callable[[str], None] = lambda session_id: None
+        "Called after an Append leaves history.json over max_history_bytes."
         self._open: collections.OrderedDict[str, Session] = collections.OrderedDict()
         self._registry = threading.Lock()
         durable.ensure_dir(self.root)
@@ -205,8 +222,11 @@ class Sessions:
             session.records.extend(records)
             if idempotency_key:
                 session.replies[idempotency_key] = records
+            oversize = session.size > self.settings.max_history_bytes
         for store in self.derived:
             store.appended(session_id, records)
+        if oversize:
+            self.on_oversize(session_id)
         return AppendResult(records, replayed=False)
 
     def _check_messages(self, messages: list[NewMessage]) -> None:
@@ -280,6 +300,57 @@ class Sessions:
         else:
             count = 0
         return SessionInfo(session_id, count, size, modified, has_summary)
+
+    # -- cutting (the caller holds session.lock; lifecycle.py decides when) -----
+
+    def trim(self, session: Session, cut: int) -> list[Record]:
+        """Drop the first `cut` records from history.json; returns them."""
+        removed, kept = session.records[:cut], session.records[cut:]
+        try:
+            session.size = history.rewrite(session.history_path, kept)
+        except OSError as exc:
+            raise storage_error(exc, f"compacting session {session.id}") from exc
+        session.records = kept
+        session._lowered = {}
+        return removed
+
+    def clear(self, session: Session, drop_summary: bool) -> tuple[int, bool]:
+        """Delete history.json (and summary.json); returns (messages deleted, summary deleted)."""
+        count = len(session.records)
+        try:
+            durable.atomic_write(session.next_id_path, str(session.next_id).encode())
+            session.floor_id = session.next_id
+            durable.remove_file(session.history_path)
+            summary_deleted = False
+            if drop_summary:
+                summary_deleted = durable.remove_file(session.summary_path)
+                durable.remove_file(session.directory / ".summary_cursor")
+        except OSError as exc:
+            raise storage_error(exc, f"resetting session {session.id}") from exc
+        session.records, session.size, session.replies, session._lowered = [], 0, {}, {}
+        return count, summary_deleted
+
+    def remove(self, session: Session) -> None:
+        """Delete the session's directory and forget it."""
+        try:
+            durable.remove_tree(session.directory)
+        except OSError as exc:
+            raise storage_error(exc, f"removing session {session.id}") from exc
+        session.closed = True
+        with self._registry:
+            if self._open.get(session.id) is session:
+                del self._open[session.id]
+
+    def last_writes(self, prefix: str = "") -> list[tuple[str, int]]:
+        """(session id, last history write in UTC ns) of stored sessions whose id starts with `prefix`."""
+        found = []
+        for entry in self.root.iterdir():
+            if entry.is_dir() and entry.name.startswith(prefix) and _SESSION_ID.fullmatch(entry.name):
+                try:
+                    found.append((entry.name, (entry / "history.json").stat().st_mtime_ns))
+                except FileNotFoundError:
+                    found.append((entry.name, entry.stat().st_mtime_ns))
+        return found
 
     def require(self, session_id: str) -> Session:
         session = self.reading(session_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import InvalidArgument
 from ..history import Record
+from ..lifecycle import Deleted
 from ..search import Hit, Query
 from ..sessions import NewMessage
 from ..summary import Summary, encode
@@ -50,6 +51,7 @@ MATCHES = {pb.MATCH_UNSPECIFIED: "semantic", pb.MATCH_SEMANTIC: "semantic", pb.M
 TIME_RANGES = {pb.TIME_RANGE_UNSPECIFIED: "all", pb.TIME_RANGE_ALL: "all", pb.TIME_RANGE_DAY: "1d",
                pb.TIME_RANGE_WEEK: "7d", pb.TIME_RANGE_MONTH: "1m", pb.TIME_RANGE_YEAR: "1y"}
 SOURCES = {"recent": pb.SOURCE_RECENT, "archive": pb.SOURCE_ARCHIVE}
+RESET_MODES = {pb.RESET_MODE_UNSPECIFIED: "summary", pb.RESET_MODE_SUMMARY: "summary", pb.RESET_MODE_ALL: "all"}
 
 
 def enum_name(value: int, names: dict[int, str], field: str) -> str:
@@ -70,3 +72,8 @@ def query(request: pb.SearchRequest) -> Query:
 def hit(value: Hit) -> pb.SearchHit:
     return pb.SearchHit(message=message(value.record), source=SOURCES[value.source], score=value.score,
                         is_context=value.is_context, run=value.run)
+
+
+def deleted(value: Deleted) -> pb.Deleted:
+    return pb.Deleted(history_messages=value.history_messages, archived_messages=value.archived_messages,
+                      vectors=value.vectors, summary=value.summary)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from ..app import App
@@ -66,7 +68,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     @translated
     async def Compact(self, request: pb.CompactRequest, context: grpc.aio.ServicerContext) -> pb.CompactResponse:
-        raise Unimplemented("Compact is not implemented yet (archive tier)")
+        # Waits for an archive commit: off the event loop.
+        result = await asyncio.to_thread(self.app.lifecycle.compact, request.session_id)
+        return pb.CompactResponse(removed=result.removed, start_at_unix_nano=result.start_at)
 
     @translated
     async def Summarize(self, request: pb.SummarizeRequest,
@@ -75,9 +79,12 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     @translated
     async def Reset(self, request: pb.ResetRequest, context: grpc.aio.ServicerContext) -> pb.ResetResponse:
-        raise Unimplemented("Reset is not implemented yet (archive tier)")
+        mode = convert.enum_name(request.mode, convert.RESET_MODES, "mode")
+        deleted = await asyncio.to_thread(self.app.lifecycle.reset, request.session_id, mode == "summary")
+        return pb.ResetResponse(deleted=convert.deleted(deleted))
 
     @translated
     async def RemoveSession(self, request: pb.RemoveSessionRequest,
                             context: grpc.aio.ServicerContext) -> pb.RemoveSessionResponse:
-        raise Unimplemented("RemoveSession is not implemented yet (archive tier)")
+        deleted = await asyncio.to_thread(self.app.lifecycle.remove, request.session_id)
+        return pb.RemoveSessionResponse(deleted=convert.deleted(deleted))

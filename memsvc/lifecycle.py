@@ -1,0 +1,180 @@
+"""Compaction, reset and removal across every store, in the safe order.
+
+Owns where history.json may be cut (only after an assistant message), the
+rule that a message leaves history.json only once the archive has committed
+it, auto compaction off the Append path, and the cleanup of idle `temp-`
+sessions. Must never write a store's files itself: each store does that.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from . import history
+from .archive import Archive
+from .errors import MemsvcError, NotFound
+from .history import Record
+from .sessions import Session, Sessions
+
+log = logging.getLogger(__name__)
+
+AUTO_COMPACT_RATIO = 0.8
+TEMP_PREFIX = "temp-"
+TEMP_IDLE_NS = 30 * 60 * 1_000_000_000
+
+
+class Compacted(msgspec.Struct):
+    removed: int
+    start_at: int
+    "UTC Unix nanoseconds: send time of the first message left in history.json (0 when none)."
+
+
+class Deleted(msgspec.Struct):
+    history_messages: int = 0
+    archived_messages: int = 0
+    vectors: int = 0
+    summary: bool = False
+
+
+def pair_boundary(records: list[Record], at_most: int) -> int:
+    """The largest cut <= at_most that falls right after an assistant message (0 if none)."""
+    for cut in range(min(at_most, len(records)), 0, -1):
+        if records[cut - 1].role == "assistant":
+            return cut
+    return 0
+
+
+def cut_for_size(records: list[Record], target_bytes: int) -> int:
+    """The smallest pair-boundary cut leaving the rendered history at most `target_bytes`."""
+    sizes = [len(history.encode_line([record], first=False)) for record in records]
+    remaining = len(history.EMPTY) + sum(sizes)
+    needed = 0
+    while needed < len(records) and remaining > target_bytes:
+        remaining -= sizes[needed]
+        needed += 1
+    for cut in range(needed, len(records)):
+        if cut and records[cut - 1].role == "assistant":
+            return cut
+    return 0
+
+
+class Lifecycle:
+    def __init__(self, sessions: Sessions, archive: Archive, clock: Callable[[], int] = time.time_ns):
+        self.sessions = sessions
+        self.archive = archive
+        self.clock = clock
+        self._pending: set[str] = set()
+        self._wake = threading.Condition()
+        self._stopping = False
+        self._worker = threading.Thread(target=self._compact_in_background, name="auto-compact", daemon=True)
+        self._worker.start()
+        sessions.on_oversize = self.request_compaction
+
+    # -- compaction ------------------------------------------------------------
+
+    def compact(self, session_id: str) -> Compacted:
+        """Manual Compact: keep the window, cut on a pair boundary."""
+        self.sessions.require(session_id)
+        with self.sessions.writing(session_id) as session:
+            keep = self.sessions.settings.max_history_messages
+            cut = pair_boundary(session.records, len(session.records) - keep)
+            return self._cut(session, cut)
+
+    def auto_compact(self, session_id: str) -> Compacted:
+        """Trim an oversize history to at most 80% of max_history_bytes."""
+        with self.sessions.writing(session_id) as session:
+            limit = self.sessions.settings.max_history_bytes
+            if session.size <= limit:
+                return Compacted(0, self._start_at(session))
+            cut = cut_for_size(session.records, int(limit * AUTO_COMPACT_RATIO))
+            if not cut:
+                log.warning("history over its size limit has no pair boundary to cut at",
+                            extra={"session": session_id, "bytes": session.size})
+            return self._cut(session, cut)
+
+    def _cut(self, session: Session, cut: int) -> Compacted:
+        if cut <= 0:
+            return Compacted(0, self._start_at(session))
+        # Nothing leaves history.json before the archive has committed it.
+        self.archive.flush()
+        removed = self.sessions.trim(session, cut)
+        start_at = self._start_at(session)
+        first_kept = session.records[0].id if session.records else session.next_id
+        for store in self.sessions.derived:
+            store.compacted(session.id, first_kept, start_at)
+        log.info("compacted", extra={"session": session.id, "removed": len(removed), "bytes": session.size})
+        return Compacted(len(removed), start_at)
+
+    def _start_at(self, session: Session) -> int:
+        return session.records[0].send_at if session.records else self.archive.start_at(session.id)
+
+    def request_compaction(self, session_id: str) -> None:
+        with self._wake:
+            self._pending.add(session_id)
+            self._wake.notify()
+
+    def _compact_in_background(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: self._pending or self._stopping)
+                if self._stopping:
+                    return
+                session_id = self._pending.pop()
+            try:
+                self.auto_compact(session_id)
+            except MemsvcError as exc:
+                log.error("auto compaction failed; retried at the next append", extra={
+                    "session": session_id, "reason": exc.reason})
+
+    def close(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
+        self._worker.join()
+
+    # -- reset and removal -----------------------------------------------------
+
+    def reset(self, session_id: str, keep_summary: bool) -> Deleted:
+        self.sessions.require(session_id)
+        with self.sessions.writing(session_id) as session:
+            deleted = self._clear_derived(session_id)
+            deleted.history_messages, deleted.summary = self.sessions.clear(session, drop_summary=not keep_summary)
+        log.info("reset", extra={"session": session_id, "keep_summary": keep_summary})
+        return deleted
+
+    def remove(self, session_id: str) -> Deleted:
+        self.sessions.require(session_id)
+        with self.sessions.writing(session_id) as session:
+            deleted = self._clear_derived(session_id)
+            deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
+            self.sessions.remove(session)
+        log.info("removed session", extra={"session": session_id})
+        return deleted
+
+    def _clear_derived(self, session_id: str) -> Deleted:
+        deleted = Deleted()
+        for store in self.sessions.derived:
+            count = store.cleared(session_id)
+            if store is self.archive:
+                deleted.archived_messages = count
+            else:
+                deleted.vectors += count
+        return deleted
+
+    def remove_idle_temporary(self) -> list[str]:
+        """Remove `temp-` sessions idle for 30 minutes, from every store."""
+        idle_since = self.clock() - TEMP_IDLE_NS
+        removed = []
+        for session_id, last_write in self.sessions.last_writes(prefix=TEMP_PREFIX):
+            if last_write < idle_since:
+                try:
+                    self.remove(session_id)
+                except NotFound:
+                    continue  # removed meanwhile
+                removed.append(session_id)
+        return removed
