@@ -67,6 +67,16 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Model that filters noise and picks relevant summary entries; optional."
     reply_lang: str = "auto"
     "Language of the summary text; auto follows the conversation."
+    llm_timeout_seconds: float = 120.0
+    "Seconds one LLM call may take before it counts as failed."
+    llm_max_retries: int = 3
+    "Retries of an LLM call after a 429, a 5xx or a network error, with backoff; never after another 4xx."
+    summary_schedule: str = "*/15 * * * *"
+    "Cron expression (local time) of the summary job."
+    summary_chunk_chars: int = 32000
+    "Most characters of conversation sent in one summary call."
+    relevance_timeout_seconds: float = 15.0
+    "Seconds GetContext waits for the decision model before keeping every summary entry."
     error_ttl_days: float = 90.0
     "Days an error-memory lesson lives after its last hit."
     token_file: str = ""
@@ -153,7 +163,8 @@ def load(flags: dict[str, Any] | None = None, environ: dict[str, str] | None = N
 
 def _check(settings: Settings) -> None:
     positive = ("max_history_messages", "max_history_bytes", "max_message_bytes", "max_request_bytes",
-                "max_messages_per_request", "max_open_sessions", "embedding_dimensions")
+                "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
+                "summary_chunk_chars", "relevance_timeout_seconds")
     for name in positive:
         if getattr(settings, name) <= 0:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")
@@ -161,6 +172,8 @@ def _check(settings: Settings) -> None:
         raise InvalidSetting("max_message_bytes must not exceed max_history_bytes")
     if settings.archive_commit_seconds < 0:
         raise InvalidSetting("archive_commit_seconds must not be negative")
+    if settings.llm_max_retries < 0:
+        raise InvalidSetting("llm_max_retries must not be negative")
     if settings.error_ttl_days <= 0:
         raise InvalidSetting("error_ttl_days must be positive")
     if not settings.listen:

@@ -11,6 +11,7 @@ calls and catch up in their own time.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import re
 import threading
@@ -266,6 +267,15 @@ class Sessions:
         if session is None:
             return []
         return session.records[-self.settings.max_history_messages:]
+
+    def records_after(self, session_id: str, after_id: int) -> list[Record]:
+        """The session's messages in history.json with an id above `after_id`, oldest first."""
+        session = self.reading(session_id)
+        if session is None:
+            return []
+        with session.lock:
+            records = session.records
+            return records[bisect.bisect_right(records, after_id, key=lambda record: record.id):]
 
     def summary(self, session_id: str) -> summary.Summary | None:
         session = self.reading(session_id)
