@@ -6,8 +6,11 @@ binds it to the wire.
 
 from __future__ import annotations
 
+import time
+
 from .archive import Archive
 from .config import Settings
+from .lessons import Lessons
 from .lifecycle import Lifecycle
 from .search import Searcher
 from .sessions import Sessions
@@ -21,8 +24,12 @@ class App:
         self.sessions.derived.append(self.archive)
         self.lifecycle = Lifecycle(self.sessions, self.archive)
         self.searcher = Searcher(self.sessions, self.archive)
+        offset = int(settings.clock_offset_seconds * 1_000_000_000)
+        self.lessons = Lessons(settings.store_dir / "lessons.sqlite3", ttl_days=settings.error_ttl_days,
+                               clock=lambda: time.time_ns() + offset)
 
     def close(self) -> None:
         """Flush and stop background work; called once, after the last RPC."""
         self.lifecycle.close()
         self.archive.close()
+        self.lessons.close()

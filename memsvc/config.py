@@ -79,6 +79,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Seconds GetContext waits for the decision model before keeping every summary entry."
     error_ttl_days: float = 90.0
     "Days an error-memory lesson lives after its last hit."
+    clock_offset_seconds: float = 0.0
+    "Seconds added to the clock error memory uses for hits and expiry (for tests and drills; keep 0)."
     token_file: str = ""
     "File holding the bearer token every RPC but health must carry; empty = no auth."
     health_listen: str = ""
