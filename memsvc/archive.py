@@ -1,7 +1,7 @@
 """The full-text archive: every message ever appended, in Tantivy.
 
-Owns `.store/archive/` (the index and `meta.json`, each session's compact
-cutoff `start_at`), the one thread that writes the index (tantivy-py's
+Owns `.store/archive/` (the Tantivy index in `index/`, and `cutoffs.json`
+holding each session's compact cutoff `start_at`), the one thread that writes the index (tantivy-py's
 IndexWriter is not thread-safe), batched commits, and keyword queries over
 archived messages. It is the source of truth for messages compacted out of
 history.json, and derived (re-indexed on open) for those still in it. Must
@@ -40,7 +40,7 @@ def _schema() -> tantivy.Schema:
     return builder.build()
 
 
-class Meta(msgspec.Struct):
+class Cutoffs(msgspec.Struct):
     start_at: dict[str, int] = {}
     "Session id -> compact cutoff (send time of the first message left in history.json)."
 
@@ -57,13 +57,14 @@ class Archive:
 
     def __init__(self, store_dir: Path, commit_interval: float = 0.05):
         self.directory = store_dir / "archive"
-        durable.ensure_dir(self.directory)
+        index_dir = self.directory / "index"
+        durable.ensure_dir(index_dir)
         self.commit_interval = commit_interval
         self.schema = _schema()
-        self.index = tantivy.Index(self.schema, path=str(self.directory))
+        self.index = tantivy.Index(self.schema, path=str(index_dir))
         self.index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
-        self.meta_path = self.directory / "meta.json"
-        self.meta = msgspec.json.decode(self.meta_path.read_bytes(), type=Meta) if self.meta_path.exists() else Meta()
+        self.meta_path = self.directory / "cutoffs.json"
+        self.meta = msgspec.json.decode(self.meta_path.read_bytes(), type=Cutoffs) if self.meta_path.exists() else Cutoffs()
         self._meta_lock = threading.Lock()
         self._queue: queue.Queue[_Op | None] = queue.Queue()
         self._queued = 0
@@ -120,8 +121,10 @@ class Archive:
                 raise Unavailable("the archive is behind; retry later", reason="ARCHIVE_BEHIND")
 
     def close(self) -> None:
+        """Commit everything queued, then release the index."""
         self._queue.put(None)
         self._thread.join()
+        self._writer.wait_merging_threads()
 
     def _run(self) -> None:
         stopping = False

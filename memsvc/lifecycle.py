@@ -57,6 +57,8 @@ def cut_for_size(records: list[Record], target_bytes: int) -> int:
     while needed < len(records) and remaining > target_bytes:
         remaining -= sizes[needed]
         needed += 1
+    if needed == 0:
+        return 0
     for cut in range(needed, len(records)):
         if cut and records[cut - 1].role == "assistant":
             return cut
