@@ -79,6 +79,30 @@ class Loaded(msgspec.Struct):
     repaired: bool = False
 
 
+class Decoded(msgspec.Struct):
+    records: list[Record]
+    canonical: bool
+    "Already in the one-append-per-line layout with increasing ids: nothing to rewrite."
+    complete: bool
+    "Every byte was understood; False when damaged lines were dropped."
+
+
+def decode(data: bytes) -> Decoded:
+    """The records of a history file in any layout memsvc or the reference agent wrote."""
+    if _is_canonical(data):
+        try:
+            records = _records.decode(data)
+        except msgspec.DecodeError:
+            pass  # a damaged line, or legacy field types: handled below
+        else:
+            if _ids_increasing(records):
+                return Decoded(records, canonical=True, complete=True)
+    records = _decode_lenient(data)
+    if records is None:
+        return Decoded(_salvage_lines(data), canonical=False, complete=False)
+    return Decoded(records, canonical=False, complete=True)
+
+
 def load(path: Path) -> Loaded:
     """Read a history file, repairing it in place if a crash tore its tail.
 
@@ -89,26 +113,16 @@ def load(path: Path) -> Loaded:
         data = path.read_bytes()
     except FileNotFoundError:
         return Loaded([], 0)
-    if _is_canonical(data):
-        try:
-            records = _records.decode(data)
-        except msgspec.DecodeError:
-            pass  # a damaged line, or legacy field types: handled below
-        else:
-            if _ids_increasing(records):
-                return Loaded(records, len(data))
-    records, complete = _decode_lenient(data)
-    if records is None:
-        records = _salvage_lines(data)
-        complete = False
-    if not complete:
+    decoded = decode(data)
+    if decoded.canonical:
+        return Loaded(decoded.records, len(data))
+    if not decoded.complete:
         kept = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
         durable.atomic_write(kept, data)
         log.warning("repaired damaged history", extra={"path": str(path), "kept_copy": kept.name,
-                                                       "records_kept": len(records)})
-    rewritten = render(records)
-    durable.atomic_write(path, rewritten)
-    return Loaded(records, len(rewritten), repaired=True)
+                                                       "records_kept": len(decoded.records)})
+    size = rewrite(path, decoded.records)
+    return Loaded(decoded.records, size, repaired=True)
 
 
 def _is_canonical(data: bytes) -> bool:
@@ -126,20 +140,20 @@ def _ids_increasing(records: list[Record]) -> bool:
     return True
 
 
-def _decode_lenient(data: bytes) -> tuple[list[Record] | None, bool]:
+def _decode_lenient(data: bytes) -> list[Record] | None:
     """Decode a whole, valid array in any layout; None if it is not valid JSON."""
     try:
         records = _records.decode(data)
     except msgspec.ValidationError:
         try:
-            return _renumber(_legacy_records.decode(data)), True
+            return _renumber(_legacy_records.decode(data))
         except msgspec.DecodeError:
-            return None, False
+            return None
     except msgspec.DecodeError:
-        return None, False
+        return None
     if not _ids_increasing(records):
         records = [msgspec.structs.replace(record, id=index) for index, record in enumerate(records, start=1)]
-    return records, True
+    return records
 
 
 def _renumber(legacy: list[_LegacyRecord]) -> list[Record]:

@@ -63,3 +63,10 @@ def _parse(content: str) -> Header | None:
     if not send_at:
         return None
     return Header(send_at, sender, "\n".join(lines[consumed:]).lstrip("\n"))
+
+
+def resolve(content: str, sender: str, send_at: int) -> tuple[str, str, int]:
+    """(content, sender, send_at) of a message, the header applied when send_at is 0."""
+    if send_at or (header := parse(content)) is None:
+        return content, sender, send_at
+    return header.content, sender or header.sender, header.send_at

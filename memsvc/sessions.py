@@ -31,7 +31,7 @@ from .history import Record
 ROLES = ("user", "assistant")
 MAX_SENDER_CHARS = 256
 MAX_IDEMPOTENCY_KEY_CHARS = 256
-_SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 
 
@@ -79,7 +79,7 @@ class SessionInfo(msgspec.Struct):
 
 def check_session_id(session_id: str) -> str:
     """A session id names a directory: it must never escape the data root."""
-    if not _SESSION_ID.fullmatch(session_id):
+    if not SESSION_ID.fullmatch(session_id):
         shown = session_id if len(session_id) <= 40 else session_id[:40] + "..."
         raise InvalidArgument(
             f"session_id {shown!r} is invalid: use 1-128 characters of A-Z a-z 0-9 . _ -, "
@@ -255,9 +255,7 @@ class Sessions:
                 raise InvalidArgument(f"{where}.send_at_unix_nano is negative", reason="INVALID_TIME")
 
     def _record(self, message: NewMessage, idempotency_key: str) -> Record:
-        content, sender, send_at = message.content, message.sender, message.send_at
-        if not send_at and (header := legacy.parse(content)) is not None:
-            content, send_at, sender = header.content, header.send_at, sender or header.sender
+        content, sender, send_at = legacy.resolve(message.content, message.sender, message.send_at)
         return Record(role=message.role, content=content, send_at=send_at or self.clock(), sender=sender,
                       idempotency_key=idempotency_key)
 
@@ -288,7 +286,7 @@ class Sessions:
         if page_token:
             check_session_id(page_token)
         names = sorted(entry.name for entry in self.root.iterdir()
-                       if entry.is_dir() and _SESSION_ID.fullmatch(entry.name) and entry.name > page_token)
+                       if entry.is_dir() and SESSION_ID.fullmatch(entry.name) and entry.name > page_token)
         page = names[:page_size]
         infos = [info for name in page if (info := self._info(name)) is not None]
         return infos, page[-1] if len(names) > page_size else ""
@@ -355,7 +353,7 @@ class Sessions:
         """(session id, last history write in UTC ns) of stored sessions whose id starts with `prefix`."""
         found = []
         for entry in self.root.iterdir():
-            if entry.is_dir() and entry.name.startswith(prefix) and _SESSION_ID.fullmatch(entry.name):
+            if entry.is_dir() and entry.name.startswith(prefix) and SESSION_ID.fullmatch(entry.name):
                 try:
                     found.append((entry.name, (entry / "history.json").stat().st_mtime_ns))
                 except FileNotFoundError:
