@@ -8,18 +8,30 @@ from __future__ import annotations
 
 import time
 
+from . import llm
 from .archive import Archive
 from .config import Settings
+from .decisions import Judge
+from .jobs import Scheduler
 from .lessons import Lessons
 from .lifecycle import Lifecycle
 from .search import Searcher
 from .sessions import Sessions
+from .summarizer import Summarizer
 
 
 class App:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.sessions = Sessions(settings)
+        # Settings that can be wrong (LLM endpoint, cron) are checked before any thread starts.
+        summary_model, decision_model = self.models = llm.models(settings)
+        self.judge = Judge(decision_model, settings) if decision_model else None
+        # Messages come from history.json only until the archive can list a session's
+        # messages by id: those compacted out before a run are not summarized yet.
+        self.summarizer = Summarizer(settings, self.sessions, self.sessions.records_after, summary_model, self.judge)
+        self.jobs = Scheduler()
+        self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
         self.archive = Archive(settings.store_dir, settings.archive_commit_seconds)
         self.sessions.derived.append(self.archive)
         self.lifecycle = Lifecycle(self.sessions, self.archive)
@@ -27,9 +39,14 @@ class App:
         offset = int(settings.clock_offset_seconds * 1_000_000_000)
         self.lessons = Lessons(settings.store_dir / "lessons.sqlite3", ttl_days=settings.error_ttl_days,
                                clock=lambda: time.time_ns() + offset)
+        self.jobs.start()
 
     def close(self) -> None:
         """Flush and stop background work; called once, after the last RPC."""
+        self.summarizer.stop()
+        self.jobs.stop()
+        for model in filter(None, self.models):
+            model.endpoint.close()
         self.lifecycle.close()
         self.archive.close()
         self.lessons.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from memsvc.client import Client
+from tests.llm_server import llm_server  # noqa: F401 - a chat-completions server on loopback, as a fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 

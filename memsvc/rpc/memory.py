@@ -7,7 +7,6 @@ import asyncio
 import grpc
 
 from ..app import App
-from ..errors import Unimplemented
 from ..summary import turn_context
 from ..v1 import memory_pb2 as pb
 from ..v1 import memory_pb2_grpc
@@ -35,6 +34,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         window = self.app.sessions.window(request.session_id)
         reply = pb.GetContextResponse(window=[convert.message(record) for record in window])
         summary = self.app.sessions.summary(request.session_id)
+        if summary is not None and not summary.is_empty() and request.request_text and self.app.judge is not None:
+            # A decision-model call: off the event loop.
+            summary = await asyncio.to_thread(self.app.judge.relevant, summary, window, request.request_text)
         if summary is not None and not summary.is_empty():
             reply.turn_context.CopyFrom(pb.Message(role=pb.ROLE_USER, content=turn_context(summary)))
             reply.summary.CopyFrom(convert.summary(summary))
@@ -45,7 +47,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                          context: grpc.aio.ServicerContext) -> pb.GetSummaryResponse:
         session = self.app.sessions.require(request.session_id)
         summary = session.summary()
-        reply = pb.GetSummaryResponse()
+        cursor = self.app.summarizer.cursor(request.session_id)
+        reply = pb.GetSummaryResponse(cursor_unix_nano=cursor.send_at if cursor else 0)
         if summary is not None:
             reply.summary.CopyFrom(convert.summary(summary))
         return reply
@@ -75,7 +78,12 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def Summarize(self, request: pb.SummarizeRequest,
                         context: grpc.aio.ServicerContext) -> pb.SummarizeResponse:
-        raise Unimplemented("Summarize is not implemented yet (summary pipeline)")
+        # LLM calls: off the event loop.
+        result = await asyncio.to_thread(self.app.summarizer.summarize, request.session_id)
+        reply = pb.SummarizeResponse(count=result.count)
+        if result.summary is not None:
+            reply.summary.CopyFrom(convert.summary(result.summary))
+        return reply
 
     @translated
     async def Reset(self, request: pb.ResetRequest, context: grpc.aio.ServicerContext) -> pb.ResetResponse:
