@@ -5,6 +5,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROTOS := $(wildcard proto/memsvc/v1/*.proto)
 ARGS ?=
+NODE := clients/node
+NODE_STAMP := $(NODE)/node_modules/.installed
+# Go builds in GOPATH mode against Debian's packages (no module proxy here):
+# build/gopath/src/memsvc.dev/clients/go is a link to clients/go.
+GO_PKG := memsvc.dev/clients/go
+GO_PACKAGES := $(GO_PKG) $(GO_PKG)/memsvcv1 $(GO_PKG)/internal/testserver $(GO_PKG)/conformance
+GOPATH_DIR := $(CURDIR)/build/gopath
+GO_LINK := $(GOPATH_DIR)/src/$(GO_PKG)
+GO := cd $(GO_LINK) && GO111MODULE=off GOFLAGS= GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/build/go-cache go
+GENERATED := memsvc/v1 $(NODE)/src/gen clients/go/memsvcv1
 
 .DEFAULT_GOAL := help
 
@@ -18,15 +28,44 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install memsvc with its dev tools (the `memsvc` script)
 
-proto: $(STAMP) ## regenerate the Python stubs from proto/ and lint the contract
+proto: $(STAMP) $(NODE_STAMP) go-tools ## regenerate the Python, TypeScript and Go stubs from proto/ and lint the contract
 	cd proto && ../$(BIN)/buf lint
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
+	rm -rf $(NODE)/src/gen clients/go/memsvcv1
+	$(BIN)/buf generate proto --template clients/buf.gen.yaml
+	rpc=$$($(BIN)/python -c 'import pathlib; from google.rpc import error_details_pb2 as m; print(pathlib.Path(m.__file__).parents[2])') && \
+	  $(BIN)/buf generate $$rpc --path $$rpc/google/rpc/error_details.proto --template clients/buf.gen.rpc.yaml
+
+check-proto: proto ## fail if the committed generated code differs from what `make proto` writes
+	git diff --exit-code -- $(GENERATED)
+	@untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED)); \
+	  if [ -n "$$untracked" ]; then echo "generated but not committed:"; echo "$$untracked"; exit 1; fi
+
+$(NODE_STAMP): $(NODE)/package.json $(NODE)/package-lock.json
+	cd $(NODE) && npm ci --no-audit --no-fund
+	touch $@
+
+node-install: $(NODE_STAMP) ## install the Node client's packages (npm ci)
+
+node-test: install node-install ## build the Node client and run its tests against a real server
+	cd $(NODE) && npm test
+
+go-tools: ## install Go, grpc-go and protoc's Go plugins from Debian, if missing (as root)
+	scripts/install-go-toolchain.sh
+
+go-build: go-tools ## vet the Go client and build its conformance runner into build/bin
+	mkdir -p $(dir $(GO_LINK)) && ln -sfn $(CURDIR)/clients/go $(GO_LINK)
+	$(GO) vet $(GO_PACKAGES)
+	$(GO) build -o $(CURDIR)/build/bin/memsvc-conformance $(GO_PKG)/conformance
+
+go-test: install go-build ## run the Go client's tests against a real server
+	$(GO) test -count=1 $(GO_PACKAGES)
 
 serve: install ## start the server on its embedded defaults (ARGS="--listen unix:///tmp/memsvc.sock" to add flags)
 	$(BIN)/memsvc serve $(ARGS)
 
-test: install ## run every test against real servers
-	$(BIN)/python -m pytest -q $(ARGS)
+test: install node-test go-test ## run every test against real servers: Python, Node, Go and the conformance scenario
+	MEMSVC_REQUIRE_CLIENTS="node go" $(BIN)/python -m pytest -q $(ARGS)
 
 lint: install ## lint the contract and the code
 	cd proto && ../$(BIN)/buf lint
@@ -35,4 +74,4 @@ lint: install ## lint the contract and the code
 bench: install ## run the benchmarks; results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 
-.PHONY: help install proto serve test lint bench
+.PHONY: help install proto check-proto node-install node-test go-tools go-build go-test serve test lint bench

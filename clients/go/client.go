@@ -1,0 +1,161 @@
+// Package memsvc is a thin Go client for memsvc, conversation memory for LLM
+// agents served over gRPC.
+//
+// It owns the connection (TCP or unix socket), the default deadline, the
+// bearer token and turning failures into *Error with the server's stable
+// ErrorInfo reason. Every RPC is the generated method, called with the
+// generated request struct; it must never hold memory logic or retry on its
+// own (see README for what is safe to retry).
+//
+//	client, err := memsvc.Dial("unix:///run/memsvc.sock")
+//	reply, err := client.Append(ctx, &memsvcv1.AppendRequest{SessionId: "s1",
+//		Messages: []*memsvcv1.Message{memsvc.User("hello")}})
+package memsvc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"memsvc.dev/clients/go/memsvcv1"
+)
+
+// DefaultTimeout is the deadline of every call whose context has none.
+const DefaultTimeout = 10 * time.Second
+
+// Client is a connection to one memsvc server. Both services' generated
+// methods are promoted: client.Append, client.GetContext, client.RecordError...
+// Every error they return is an *Error.
+type Client struct {
+	memsvcv1.MemoryServiceClient
+	memsvcv1.ErrorMemoryServiceClient
+	conn *grpc.ClientConn
+}
+
+// Option configures Dial.
+type Option func(*settings)
+
+type settings struct {
+	timeout     time.Duration
+	token       string
+	dialOptions []grpc.DialOption
+}
+
+// WithTimeout sets the deadline of calls whose context has none (default 10 s).
+func WithTimeout(timeout time.Duration) Option {
+	return func(s *settings) { s.timeout = timeout }
+}
+
+// WithToken sends "authorization: Bearer <token>" on every call, for a server
+// started with token_file.
+func WithToken(token string) Option {
+	return func(s *settings) { s.token = token }
+}
+
+// WithDialOptions adds gRPC dial options (keepalive, message sizes, ...).
+func WithDialOptions(options ...grpc.DialOption) Option {
+	return func(s *settings) { s.dialOptions = append(s.dialOptions, options...) }
+}
+
+// Dial connects lazily to target: "HOST:PORT", "[::1]:PORT", "unix:///abs/path"
+// or "unix:relative/path". It fails only on a malformed target; an unreachable
+// server shows up as an UNAVAILABLE *Error on the first call.
+func Dial(target string, options ...Option) (*Client, error) {
+	s := settings{timeout: DefaultTimeout}
+	for _, option := range options {
+		option(&s)
+	}
+	address, dialer, err := parseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	dialOptions := []grpc.DialOption{
+		grpc.WithInsecure(),
+		grpc.WithContextDialer(dialer),
+		grpc.WithChainUnaryInterceptor(defaultDeadline(s.timeout), bearer(s.token), typedErrors),
+	}
+	conn, err := grpc.Dial("passthrough:///"+address, append(dialOptions, s.dialOptions...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		MemoryServiceClient:      memsvcv1.NewMemoryServiceClient(conn),
+		ErrorMemoryServiceClient: memsvcv1.NewErrorMemoryServiceClient(conn),
+		conn:                     conn,
+	}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error {
+	return c.conn.Close()
+}
+
+// User is a user message to append.
+func User(content string) *memsvcv1.Message {
+	return &memsvcv1.Message{Role: memsvcv1.Role_ROLE_USER, Content: content}
+}
+
+// Assistant is an assistant message to append.
+func Assistant(content string) *memsvcv1.Message {
+	return &memsvcv1.Message{Role: memsvcv1.Role_ROLE_ASSISTANT, Content: content}
+}
+
+var hostPort = regexp.MustCompile(`^(\[[0-9a-fA-F:.]+\]|[^:/\s]+):\d+$`)
+
+// parseTarget resolves the target to an address and the dialer reaching it:
+// the dialer is ours so unix sockets work with every grpc-go version.
+func parseTarget(target string) (string, func(context.Context, string) (net.Conn, error), error) {
+	network, address := "tcp", target
+	switch {
+	case strings.HasPrefix(target, "unix://"):
+		network, address = "unix", strings.TrimPrefix(target, "unix://")
+	case strings.HasPrefix(target, "unix:"):
+		network, address = "unix", strings.TrimPrefix(target, "unix:")
+	case !hostPort.MatchString(target):
+		return "", nil, fmt.Errorf("memsvc target must be HOST:PORT or unix:///path, got %q", target)
+	}
+	if address == "" {
+		return "", nil, fmt.Errorf("memsvc unix target has no socket path: %q", target)
+	}
+	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, address)
+	}
+	return address, dialer, nil
+}
+
+func defaultDeadline(timeout time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, set := ctx.Deadline(); !set {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+func bearer(token string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+func typedErrors(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+		return fromStatus(err)
+	}
+	return nil
+}
