@@ -14,6 +14,8 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING
 
+import msgspec
+
 if TYPE_CHECKING:
     from .lessons import Lesson
 
@@ -107,21 +109,33 @@ def terms(text: str) -> set[str]:
     return found
 
 
-def relevance(lesson: Lesson, error_text: str) -> float:
-    """Lexical score of a lesson for an error text (see lessons.Lessons.lookup)."""
-    text, symptom = fold(error_text), fold(lesson.symptom)
+class Failure(msgspec.Struct, frozen=True):
+    """A failed call's error text, analysed once for scoring every lesson of its tool."""
+
+    text: str
+    "Folded: NFKC, casefolded, spacing collapsed."
+    terms: frozenset[str]
+    error_class: str
+
+    @classmethod
+    def of(cls, error_text: str) -> Failure:
+        return cls(fold(error_text), frozenset(terms(error_text)), classify(error_text))
+
+
+def relevance(lesson: Lesson, failure: Failure) -> float:
+    """Lexical score of a lesson for a failure (see lessons.Lessons.lookup)."""
+    text, symptom = failure.text, fold(lesson.symptom)
     score = 0.0
     if min(len(text), len(symptom)) >= 4 and (symptom in text or text in symptom):
         score += 1.0
     user_keywords = (k.casefold() for k in lesson.keywords if not k.startswith(ERROR_TYPE_PREFIX))
     score += 0.5 * sum(1 for keyword in user_keywords if len(keyword) >= 2 and keyword in text)
-    query, known = terms(error_text), terms(f"{lesson.symptom}\n{lesson.cause}")
-    smaller = min(len(query), len(known))
-    shared = len(query & known)
+    known = terms(f"{lesson.symptom}\n{lesson.cause}")
+    smaller = min(len(failure.terms), len(known))
+    shared = len(failure.terms & known)
     if smaller and shared >= min(2, smaller) and shared / smaller >= 0.5:
         score += shared / smaller
-    error_class = classify(error_text)
-    if error_class != "other" and error_class == lesson.error_type:
+    if failure.error_class != "other" and failure.error_class == lesson.error_type:
         score += 0.25
     return score
 

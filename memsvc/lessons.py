@@ -35,6 +35,7 @@ from .errors import InvalidArgument, MemsvcError, NotFound, ResourceExhausted, U
 from .lesson_match import (
     ERROR_TYPE_PREFIX,
     MIN_SIMILARITY,
+    Failure,
     classify,
     cosine,
     fold,
@@ -62,6 +63,11 @@ DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 500
 
 
 class Embedder(Protocol):
+    """What lessons need of an embedding provider (embedders.Embedder is one)."""
+
+    name: str
+    "Identity of the vector space; a lesson embedded under another name is embedded again."
+
     def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
@@ -113,7 +119,8 @@ CREATE TABLE IF NOT EXISTS lessons (
     id TEXT PRIMARY KEY, tool_name TEXT NOT NULL, tool_key TEXT NOT NULL, symptom_key TEXT NOT NULL,
     keywords TEXT NOT NULL, symptom TEXT NOT NULL, cause TEXT NOT NULL, action TEXT NOT NULL,
     session_id TEXT NOT NULL, created_at INTEGER NOT NULL, last_hit INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL, hit_count INTEGER NOT NULL, vector BLOB, vector_model TEXT);
+    expires_at INTEGER NOT NULL, hit_count INTEGER NOT NULL, vector BLOB, vector_model TEXT,
+    haystack TEXT NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS lessons_by_symptom ON lessons (tool_key, symptom_key);
 CREATE INDEX IF NOT EXISTS lessons_by_age ON lessons (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS lessons_by_expiry ON lessons (expires_at);
@@ -126,6 +133,12 @@ def _lesson(row: tuple) -> Lesson:
     return Lesson(id=row[0], tool_name=row[1], keywords=_keywords_decoder.decode(row[2]), symptom=row[3],
                   cause=row[4], action=row[5], session_id=row[6], created_at=row[7], last_hit=row[8],
                   expires_at=row[9], hit_count=row[10])
+
+
+def _haystack(lesson: Lesson) -> str:
+    """Every searchable field, folded, for SearchErrors to narrow its scan."""
+    return "\n".join(fold(text) for text in (lesson.tool_name, " ".join(lesson.keywords), lesson.symptom,
+                                               lesson.cause, lesson.action))
 
 
 def _healthy(db: sqlite3.Connection) -> bool:
@@ -145,13 +158,12 @@ def _storage_error(exc: sqlite3.Error, what: str) -> MemsvcError:
 class Lessons:
     """The lesson store. One connection, one writer at a time (`_lock`)."""
 
-    def __init__(self, path: Path, *, ttl_days: float, clock: Callable[[], int],
-                 embedder: Embedder | None = None, embedder_name: str = ""):
+    def __init__(self, path: Path, *, ttl_days: float, clock: Callable[[], int], embedder: Embedder | None = None):
         self.path = path
         self.ttl = int(ttl_days * NANOS_PER_DAY)
         self.clock = clock
         self.embedder = embedder
-        self.embedder_name = embedder_name
+        self.embedder_name = "" if embedder is None else embedder.name
         self._lock = threading.Lock()
         durable.ensure_dir(path.parent)
         self._db = self._open()
@@ -228,12 +240,12 @@ class Lessons:
                 lesson.cause, lesson.action = new.cause or lesson.cause, new.action
                 lesson.last_hit, lesson.expires_at, lesson.hit_count = now, now + self.ttl, lesson.hit_count + 1
             lesson.keywords = keywords + [ERROR_TYPE_PREFIX + classify(f"{lesson.symptom}\n{lesson.cause}")]
-            db.execute(f"INSERT OR REPLACE INTO lessons ({_COLUMNS}, tool_key, symptom_key, vector, vector_model) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            db.execute(f"INSERT OR REPLACE INTO lessons ({_COLUMNS}, tool_key, symptom_key, vector, vector_model, "
+                       "haystack) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (lesson.id, lesson.tool_name, msgspec.json.encode(lesson.keywords), lesson.symptom,
                         lesson.cause, lesson.action, lesson.session_id, lesson.created_at, lesson.last_hit,
                         lesson.expires_at, lesson.hit_count, *key, None if vector is None else vector.tobytes(),
-                        self.embedder_name))
+                        self.embedder_name, _haystack(lesson)))
         log.info("lesson recorded", extra={"id": lesson.id, "refreshed": row is not None})
         detail = "repeats an existing lesson: refreshed it" if row is not None else "stored as a new lesson"
         return Recorded(lesson, stored=True, refreshed=row is not None, detail=detail)
@@ -259,8 +271,9 @@ class Lessons:
         candidates = [_lesson(row) for row in rows]
         if error_text.strip():
             similarity = self._similarities(error_text, candidates, rows)
+            failure = Failure.of(error_text)
             scored = [(score, lesson) for lesson in candidates
-                      if (score := relevance(lesson, error_text) + similarity.get(lesson.id, 0.0)) > 0]
+                      if (score := relevance(lesson, failure) + similarity.get(lesson.id, 0.0)) > 0]
         else:
             scored = [(0.0, lesson) for lesson in candidates]
         scored.sort(key=lambda pair: (pair[0], pair[1].last_hit, pair[1].id), reverse=True)
@@ -337,9 +350,9 @@ class Lessons:
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", reason="QUERY_TOO_LONG")
         limit = _clamp(limit, DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT)
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE expires_at > ?",
-                                    (self.clock(),)).fetchall()
+        with self._lock:  # the folded haystack narrows the scan in SQLite; the fields decide below
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE expires_at > ? AND instr(haystack, ?)",
+                                    (self.clock(), folded)).fetchall()
         scored = []
         for lesson in map(_lesson, rows):
             fields = ((3, lesson.tool_name), (3, " ".join(lesson.keywords)), (2, lesson.symptom),
@@ -373,8 +386,9 @@ class Lessons:
         action = _check_text("action", action)
         with self._transaction("updating a lesson") as db:
             lesson = self._live(db, lesson_id)
-            db.execute("UPDATE lessons SET action = ? WHERE id = ?", (action, lesson_id))
-        lesson.action = action
+            lesson.action = action
+            db.execute("UPDATE lessons SET action = ?, haystack = ? WHERE id = ?",
+                       (action, _haystack(lesson), lesson_id))
         log.info("lesson updated", extra={"id": lesson_id})
         return lesson
 

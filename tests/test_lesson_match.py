@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memsvc.lesson_match import ERROR_CLASSES, classify, normalize_symptom, relevance, render_related, terms
+from memsvc.lesson_match import ERROR_CLASSES, Failure, classify, normalize_symptom, relevance, render_related, terms
 from memsvc.lessons import Lesson
 
 
@@ -80,12 +80,12 @@ def lesson(**fields) -> Lesson:
 
 def test_relevance_adds_containment_keywords_shared_words_and_class():
     contained = lesson(symptom="HTTP 403 Forbidden", keywords=["error_type:permission"])
-    assert relevance(contained, "GET /x -> HTTP 403 Forbidden") == pytest.approx(1.0 + 1.0 + 0.25)
+    assert relevance(contained, Failure.of("GET /x -> HTTP 403 Forbidden")) == pytest.approx(1.0 + 1.0 + 0.25)
     by_keyword = lesson(symptom="blocked", keywords=["cloudflare", "error_type:other"])
-    assert relevance(by_keyword, "cloudflare challenge page") == pytest.approx(0.5)
+    assert relevance(by_keyword, Failure.of("cloudflare challenge page")) == pytest.approx(0.5)
     same_class_only = lesson(symptom="deadline exceeded", keywords=["error_type:timeout"])
-    assert relevance(same_class_only, "read timed out") == pytest.approx(0.25)
-    assert relevance(lesson(symptom="disk full"), "moon cheese") == 0
+    assert relevance(same_class_only, Failure.of("read timed out")) == pytest.approx(0.25)
+    assert relevance(lesson(symptom="disk full"), Failure.of("moon cheese")) == 0
 
 
 def test_related_errors_text_numbers_lessons_and_flattens_long_fields():

@@ -179,6 +179,16 @@ def test_search_spans_tools_and_ranks_keyword_and_tool_matches_first(lessons: Le
     assert [x.id for x in lessons.search("error_type:timeout")] == [in_symptom.id]
 
 
+def test_search_folds_case_and_width_beyond_ascii_and_sees_updated_actions(lessons: Lessons):
+    german = lessons.record(resolved(tool="form", symptom="Feld Größe ungültig")).lesson
+    assert [x.id for x in lessons.search("GRÖSSE")] == [german.id]
+    assert [x.id for x in lessons.search("ＵＮＧÜＬＴＩＧ")] == [german.id]
+    assert lessons.search("metric units") == []
+    lessons.update_action(german.id, "send the size in metric units")
+    assert [x.id for x in lessons.search("Metric Units")] == [german.id]
+    assert lessons.search("user-agent") == []
+
+
 def test_list_pages_newest_first_filters_by_tool_and_rejects_foreign_tokens(lessons: Lessons, clock: Clock):
     ids = []
     for number in range(7):
@@ -284,6 +294,7 @@ class WordVectors:
     """A stand-in embedding provider: one dimension per concept, synonyms share it."""
 
     CONCEPTS = (("quota", "limit", "exceeded", "too many"), ("login", "credential", "password", "sign in"))
+    name = "words-v1"
 
     def __init__(self) -> None:
         self.calls = 0
@@ -299,7 +310,7 @@ class WordVectors:
 
 def test_vector_similarity_relates_lessons_with_no_shared_words(path: Path, clock: Clock):
     embedder = WordVectors()
-    store = Lessons(path, ttl_days=90, clock=clock, embedder=embedder, embedder_name="words")
+    store = Lessons(path, ttl_days=90, clock=clock, embedder=embedder)
     quota = store.record(resolved(tool="api", symptom="quota exceeded")).lesson
     store.record(resolved(tool="api", symptom="password rejected"))
     assert [x.id for x in store.lookup("api", "too many requests: rate limit").lessons] == [quota.id]
@@ -313,7 +324,7 @@ def test_lessons_stored_without_vectors_are_embedded_at_lookup(path: Path, clock
     quota = plain.record(resolved(tool="api", symptom="quota exceeded")).lesson
     plain.close()
     embedder = WordVectors()
-    store = Lessons(path, ttl_days=90, clock=clock, embedder=embedder, embedder_name="words")
+    store = Lessons(path, ttl_days=90, clock=clock, embedder=embedder)
     assert [x.id for x in store.lookup("api", "too many requests").lessons] == [quota.id]
     calls = embedder.calls
     store.lookup("api", "too many requests")
