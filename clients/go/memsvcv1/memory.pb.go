@@ -1011,8 +1011,12 @@ type SearchResponse struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// Keyword: best first. Semantic and hybrid: in time order, grouped in
-	// contiguous runs of matches and their context.
+	// Keyword: best first by BM25 (recent and archived messages scored on one
+	// scale; ties newest first). A message matches when it has every query
+	// word: a CJK word as consecutive characters anywhere, any other word as
+	// the start of one of its words ("deploy" finds "deployment"),
+	// case-insensitively; the role is never matched. Semantic and hybrid: in
+	// time order, grouped in contiguous runs of matches and their context.
 	Hits []*SearchHit `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
 }
 

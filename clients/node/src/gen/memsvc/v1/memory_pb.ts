@@ -415,8 +415,12 @@ export const SearchRequestSchema: GenMessage<SearchRequest> = /*@__PURE__*/
  */
 export type SearchResponse = Message$1<"memsvc.v1.SearchResponse"> & {
   /**
-   * Keyword: best first. Semantic and hybrid: in time order, grouped in
-   * contiguous runs of matches and their context.
+   * Keyword: best first by BM25 (recent and archived messages scored on one
+   * scale; ties newest first). A message matches when it has every query
+   * word: a CJK word as consecutive characters anywhere, any other word as
+   * the start of one of its words ("deploy" finds "deployment"),
+   * case-insensitively; the role is never matched. Semantic and hybrid: in
+   * time order, grouped in contiguous runs of matches and their context.
    *
    * @generated from field: repeated memsvc.v1.SearchHit hits = 1;
    */
