@@ -39,6 +39,7 @@ class App:
         offset = int(settings.clock_offset_seconds * 1_000_000_000)
         self.lessons = Lessons(settings.store_dir / "lessons.sqlite3", ttl_days=settings.error_ttl_days,
                                clock=lambda: time.time_ns() + offset)
+        self.jobs.register("lesson-purge", settings.error_purge_schedule, self.lessons.purge_expired)
         self.jobs.start()
 
     def close(self) -> None:

@@ -79,6 +79,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Seconds GetContext waits for the decision model before keeping every summary entry."
     error_ttl_days: float = 90.0
     "Days an error-memory lesson lives after its last hit."
+    error_purge_schedule: str = "17 * * * *"
+    "Cron expression (local time) of the job deleting expired error-memory lessons."
     clock_offset_seconds: float = 0.0
     "Seconds added to the clock error memory uses for hits and expiry (for tests and drills; keep 0)."
     token_file: str = ""

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from memsvc import config
+from memsvc.app import App
 from memsvc.errors import InvalidArgument, NotFound
+from memsvc.jobs import Scheduler
 from memsvc.lessons import MAX_TEXT_BYTES, NANOS_PER_DAY, Lessons, NewLesson
 
 DAY = NANOS_PER_DAY
@@ -330,3 +334,28 @@ def test_lessons_stored_without_vectors_are_embedded_at_lookup(path: Path, clock
     store.lookup("api", "too many requests")
     assert embedder.calls == calls + 1  # only the query: the lesson's vector was kept
     store.close()
+
+
+def test_the_purge_job_deletes_expired_lessons_on_its_schedule(path: Path, clock: Clock):
+    store = Lessons(path, ttl_days=90, clock=clock)
+    store.record(resolved())
+    wall = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    scheduler = Scheduler(clock=lambda: wall)
+    scheduler.register("lesson-purge", "17 * * * *", store.purge_expired)
+    clock.advance(91)
+    wall = wall.replace(minute=17)
+    for thread in scheduler.tick():
+        thread.join()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM lessons").fetchone()[0] == 0
+    store.close()
+
+
+def test_the_server_registers_the_purge_job_with_its_setting(tmp_path: Path):
+    settings = config.load({"data_dir": str(tmp_path / "data"), "error_purge_schedule": "5 4 * * *"}, environ={})
+    app = App(settings)
+    try:
+        (job,) = [job for job in app.jobs.jobs if job.name == "lesson-purge"]
+        assert job.schedule == "5 4 * * *" and job.action == app.lessons.purge_expired
+    finally:
+        app.close()
