@@ -27,15 +27,16 @@ class App:
         # Settings that can be wrong (LLM endpoint, cron) are checked before any thread starts.
         summary_model, decision_model = self.models = llm.models(settings)
         self.judge = Judge(decision_model, settings) if decision_model else None
-        # Messages come from history.json only until the archive can list a session's
-        # messages by id: those compacted out before a run are not summarized yet.
-        self.summarizer = Summarizer(settings, self.sessions, self.sessions.records_after, summary_model, self.judge)
-        self.jobs = Scheduler()
-        self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
         self.archive = Archive(settings.store_dir, settings.archive_commit_seconds)
         self.sessions.derived.append(self.archive)
         self.lifecycle = Lifecycle(self.sessions, self.archive)
         self.searcher = Searcher(self.sessions, self.archive)
+        # Reads across the compaction cut: messages compacted out before a run are still summarized.
+        self.summarizer = Summarizer(settings, self.sessions, self.lifecycle.messages_after, summary_model,
+                                     self.judge)
+        self.jobs = Scheduler()
+        self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
+        self.jobs.register("temp-cleanup", "* * * * *", self.lifecycle.remove_idle_temporary)
         offset = int(settings.clock_offset_seconds * 1_000_000_000)
         self.lessons = Lessons(settings.store_dir / "lessons.sqlite3", ttl_days=settings.error_ttl_days,
                                clock=lambda: time.time_ns() + offset)

@@ -214,6 +214,19 @@ class Archive:
         hits = searcher.search(query, limit=result.count, count=False).hits
         return {searcher.doc(address)["id"][0] for _, address in hits}
 
+    def messages(self, session_id: str, after_id: int, below_id: int) -> list[Record]:
+        """Archived messages with after_id < id < below_id, oldest first."""
+        if below_id - after_id <= 1:
+            return []
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
+                                             (tantivy.Occur.Must, self._id_range(after_id + 1, below_id - 1))])
+        searcher = self.index.searcher()
+        total = searcher.search(query, limit=1, count=True).count
+        if total == 0:
+            return []
+        hits = searcher.search(query, limit=total, count=False, order_by_field="id", order=tantivy.Order.Asc).hits
+        return [_record(searcher.doc(address)) for _, address in hits]
+
     def count(self, session_id: str) -> int:
         """Archived messages of a session (committed ones)."""
         return self._count(session_id)

@@ -139,6 +139,16 @@ class Lifecycle:
             self._wake.notify()
         self._worker.join()
 
+    def messages_after(self, session_id: str, after_id: int) -> list[Record]:
+        """Every message with id > after_id, oldest first: from the archive below the
+        cut, then from history.json, so a reader behind the cut misses nothing."""
+        recent = self.sessions.records_after(session_id, after_id)
+        session = self.sessions.reading(session_id)
+        if session is None:
+            return recent
+        cut = recent[0].id if recent else session.next_id
+        return self.archive.messages(session_id, after_id, cut) + recent
+
     # -- reset and removal -----------------------------------------------------
 
     def reset(self, session_id: str, keep_summary: bool) -> Deleted:

@@ -81,3 +81,10 @@ def test_start_at_survives_reopen(tmp_path: Path):
         assert found(second, "s", "forever") == [1]
     finally:
         second.close()
+
+
+def test_messages_between_ids_oldest_first(archive):
+    archive.appended("s", [record(i, f"m{i}") for i in range(1, 8)])
+    archive.flush()
+    assert [r.id for r in archive.messages("s", 2, 6)] == [3, 4, 5]
+    assert archive.messages("s", 5, 6) == [] and archive.messages("t", 0, 9) == []

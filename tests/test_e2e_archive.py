@@ -162,3 +162,21 @@ def test_kill_between_append_and_archive_commit_loses_nothing(make_server):
             hits = keyword(client, "s", f"unique{index}x")
             source = pb.SOURCE_RECENT if index == 29 else pb.SOURCE_ARCHIVE  # the last pair is the window
             assert [(h.message.content, h.source) for h in hits] == [(f"unique{index}x words", source)]
+
+
+def test_messages_compacted_out_before_a_summary_run_are_summarized_once(make_server, llm_server):
+    from tests.llm_server import summary_reply
+
+    server = make_server("--llm-base-url", llm_server.base_url, "--summary-model", "sum", "--llm-max-retries", "0",
+                         "--max-history-messages", "2")
+    llm_server.script("sum", summary_reply(["Do: keep pairs"]), summary_reply(["Do: keep pairs"]))
+    with server.client() as client:
+        pair(client, "s", "first question alpha")
+        assert client.summarize("s").count == 2
+        for index in range(5):
+            pair(client, "s", f"later question q{index}z")
+        assert client.compact("s").removed == 10  # four unsummarized pairs leave history.json
+        assert client.summarize("s").count == 10
+    prompt = llm_server.calls("sum")[1].user
+    assert all(f"q{index}z" in prompt for index in range(5))
+    assert "alpha" not in prompt  # summarized once, in the first run

@@ -109,3 +109,12 @@ def test_idle_temporary_sessions_are_removed_from_every_store(world):
     assert lifecycle.remove_idle_temporary() == ["temp-idle"]
     assert archive.count("temp-idle") == 0 and archive.count("keep-idle") == 2
     assert sessions.exists("keep-idle") and sessions.exists("temp-busy") and not sessions.exists("temp-idle")
+
+
+def test_messages_after_reads_across_the_compaction_cut(world):
+    sessions, archive, lifecycle, _ = world
+    talk(sessions, "s", 5)
+    lifecycle.compact("s")
+    assert [r.id for r in sessions.records_after("s", 0)] == [9, 10]
+    assert [r.id for r in lifecycle.messages_after("s", 3)] == [4, 5, 6, 7, 8, 9, 10]
+    assert lifecycle.messages_after("ghost", 0) == []
