@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from datetime import datetime
 
@@ -157,3 +158,24 @@ def test_the_job_in_the_server_summarizes_on_its_schedule_skipping_temp_sessions
 
 def first_message(transcript: str) -> str:
     return transcript.split("\n")[0].split(": ", 1)[1]
+
+
+def test_a_summary_run_waiting_on_the_llm_blocks_no_other_call(make_server, llm_server):
+    server = make_server(*llm_flags(llm_server.base_url, "--decision-model", "judge"))
+    release = threading.Event()
+    llm_server.script("judge", '{"noise": []}')
+    llm_server.script("sum", lambda request: (release.wait(30), summary_reply(topic="late"))[1])
+    with server.client() as client:
+        client.append("s", [("user", "q"), ("assistant", "a")])
+        running = threading.Thread(target=lambda: client.summarize("s", timeout=60))
+        running.start()
+        while not llm_server.calls("sum"):
+            time.sleep(0.01)
+        # The summary call is in flight on the same session: everything else still answers.
+        client.append("s", [("user", "meanwhile")])
+        assert [m.content for m in client.get_context("s").window] == ["q", "a", "meanwhile"]
+        assert not client.get_summary("s").HasField("summary")
+        client.append("other", [("user", "x")])
+        release.set()
+        running.join()
+        assert client.get_summary("s").summary.current_discussion.topic == "late"
