@@ -7,6 +7,10 @@ memory logic: every method is one RPC.
     with Client("127.0.0.1:50051") as memory:            # or "unix:///run/memsvc.sock"
         memory.append("s1", [("user", "hello")])
         print(memory.get_context("s1").window)
+
+TLS: pass the server's CA as `root_certificates` (PEM bytes), plus
+`private_key` and `certificate_chain` when the server requires client
+certificates; `tls=True` alone trusts the system's CAs.
 """
 
 from __future__ import annotations
@@ -57,10 +61,15 @@ def _message(item: MessageLike) -> pb.Message:
 
 class Client:
     def __init__(self, target: str, *, timeout: float = DEFAULT_TIMEOUT, token: str | None = None,
-                 options: Sequence[tuple[str, Any]] = ()):
+                 tls: bool = False, root_certificates: bytes | None = None, private_key: bytes | None = None,
+                 certificate_chain: bytes | None = None, options: Sequence[tuple[str, Any]] = ()):
         self.timeout = timeout
         self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self.channel = grpc.insecure_channel(target, options=list(options))
+        if tls or root_certificates or certificate_chain:
+            credentials = grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
+            self.channel = grpc.secure_channel(target, credentials, options=list(options))
+        else:
+            self.channel = grpc.insecure_channel(target, options=list(options))
         self.memory = memory_pb2_grpc.MemoryServiceStub(self.channel)
         self.errors = error_memory_pb2_grpc.ErrorMemoryServiceStub(self.channel)
 

@@ -45,6 +45,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Most messages in one Append."
     max_open_sessions: int = 1024
     "Sessions kept in memory; the least recently used are closed past this."
+    max_sessions: int = 100_000
+    "Sessions stored on this server; an Append creating one more is RESOURCE_EXHAUSTED (SESSION_QUOTA_EXCEEDED)."
+    max_concurrent_rpcs: int = 256
+    "RPCs in flight on the main listeners; calls past this are refused with RESOURCE_EXHAUSTED, never queued."
     archive_commit_seconds: float = 0.05
     "Longest time the archive gathers appended messages before one commit."
     embedder: Literal["builtin", "sentence-transformers", "openai"] = "builtin"
@@ -85,6 +89,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Seconds added to the clock error memory uses for hits and expiry (for tests and drills; keep 0)."
     token_file: str = ""
     "File holding the bearer token every RPC but health must carry; empty = no auth."
+    tls_cert_file: str = ""
+    "PEM certificate chain for TCP listeners; with tls_key_file it turns TLS on (unix sockets stay plaintext)."
+    tls_key_file: str = ""
+    "PEM private key of tls_cert_file."
+    tls_client_ca_file: str = ""
+    "PEM CA certificates; when set, TCP clients must present a certificate they signed (mTLS)."
     health_listen: str = ""
     "Extra HOST:PORT serving only the health service, for probes."
     metrics_listen: str = ""
@@ -168,7 +178,7 @@ def load(flags: dict[str, Any] | None = None, environ: dict[str, str] | None = N
 def _check(settings: Settings) -> None:
     positive = ("max_history_messages", "max_history_bytes", "max_message_bytes", "max_request_bytes",
                 "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
-                "summary_chunk_chars", "relevance_timeout_seconds")
+                "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions", "max_concurrent_rpcs")
     for name in positive:
         if getattr(settings, name) <= 0:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")
@@ -182,3 +192,7 @@ def _check(settings: Settings) -> None:
         raise InvalidSetting("error_ttl_days must be positive")
     if not settings.listen:
         raise InvalidSetting("at least one --listen address is needed")
+    if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
+        raise InvalidSetting("tls_cert_file and tls_key_file go together: set both or neither")
+    if settings.tls_client_ca_file and not settings.tls_cert_file:
+        raise InvalidSetting("tls_client_ca_file needs tls_cert_file and tls_key_file: mTLS is TLS first")

@@ -23,9 +23,9 @@ from typing import Protocol
 
 import msgspec
 
-from . import durable, history, legacy, summary
+from . import durable, history, legacy, metrics, summary
 from .config import Settings
-from .errors import InvalidArgument, NotFound, storage_error
+from .errors import InvalidArgument, NotFound, ResourceExhausted, storage_error
 from .history import Record
 
 ROLES = ("user", "assistant")
@@ -150,6 +150,10 @@ class Sessions:
         self._registry = threading.Lock()
         durable.ensure_dir(self.root)
         durable.sweep_deleted(self.root)
+        self.stored = sum(1 for entry in self.root.iterdir() if entry.is_dir() and SESSION_ID.fullmatch(entry.name))
+        "Session directories on disk, counted against max_sessions."
+        metrics.gauge("sessions", "Sessions stored on disk.", lambda: self.stored)
+        metrics.gauge("open_sessions", "Sessions held in memory.", lambda: len(self._open))
 
     # -- opening -----------------------------------------------------------
 
@@ -215,8 +219,8 @@ class Sessions:
             for offset, record in enumerate(records):
                 record.id = session.next_id + offset
             try:
-                if session.size == 0:
-                    durable.ensure_dir(session.directory)
+                if session.size == 0 and not session.directory.is_dir():
+                    self._create(session.directory)
                 session.size = history.append(session.history_path, session.size, records)
             except OSError as exc:
                 raise storage_error(exc, f"appending to session {session_id}") from exc
@@ -229,6 +233,21 @@ class Sessions:
         if oversize:
             self.on_oversize(session_id)
         return AppendResult(records, replayed=False)
+
+    def _create(self, directory: Path) -> None:
+        """Make a new session's directory if max_sessions allows one more."""
+        with self._registry:
+            if self.stored >= self.settings.max_sessions:
+                raise ResourceExhausted(
+                    f"this server already stores {self.stored} sessions (max_sessions): remove one or raise the "
+                    "setting; existing sessions keep working", reason="SESSION_QUOTA_EXCEEDED")
+            self.stored += 1
+        try:
+            durable.ensure_dir(directory)
+        except BaseException:
+            with self._registry:
+                self.stored -= 1
+            raise
 
     def _check_messages(self, messages: list[NewMessage]) -> None:
         if not messages:
@@ -340,12 +359,14 @@ class Sessions:
 
     def remove(self, session: Session) -> None:
         """Delete the session's directory and forget it."""
+        existed = session.directory.is_dir()
         try:
             durable.remove_tree(session.directory)
         except OSError as exc:
             raise storage_error(exc, f"removing session {session.id}") from exc
         session.closed = True
         with self._registry:
+            self.stored -= existed
             if self._open.get(session.id) is session:
                 del self._open[session.id]
 

@@ -1,0 +1,98 @@
+"""Who may call: the bearer token every RPC but health must carry, and TLS on TCP.
+
+Owns reading the secrets named by `token_file` and `tls_*_file` (once, at
+start), the interceptor that checks `authorization: Bearer <token>` in
+constant time, and the server's TLS credentials. Must never log, echo or
+store a token, a key or the authorization header: errors name the setting
+and the file, never what is in it.
+"""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+
+import grpc
+
+from ..config import Settings
+from ..errors import InvalidSetting, Kind, MemsvcError
+from .handlers import Behaviour, rewrap
+from .status import to_status
+
+AUTHORIZATION = "authorization"
+SCHEME = "bearer"
+OPEN_SERVICES = ("/grpc.health.v1.Health/",)
+"Method prefixes served without a token: probes cannot carry one."
+
+
+class Unauthenticated(MemsvcError):
+    kind = Kind.UNAUTHENTICATED
+    reason = "INVALID_TOKEN"
+
+
+def _read(setting: str, path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidSetting(f"{setting} {path} cannot be read: {exc.strerror}") from exc
+
+
+def read_token(path: str) -> bytes:
+    """The token in `path`, surrounding whitespace stripped; an empty file is an error, not "no auth"."""
+    token = _read("token_file", path).strip()
+    if not token:
+        raise InvalidSetting(f"token_file {path} is empty: write the token into it, or unset token_file")
+    return token
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS for TCP listeners, mutual when a client CA is set; None when TLS is off."""
+    if not settings.tls_cert_file:
+        return None
+    chain = _read("tls_cert_file", settings.tls_cert_file)
+    key = _read("tls_key_file", settings.tls_key_file)
+    client_ca = _read("tls_client_ca_file", settings.tls_client_ca_file) if settings.tls_client_ca_file else None
+    return grpc.ssl_server_credentials([(key, chain)], root_certificates=client_ca,
+                                       require_client_auth=client_ca is not None)
+
+
+def _presented(metadata: tuple[tuple[str, str | bytes], ...] | None) -> bytes | None:
+    """The token of the first authorization header; b"" when the header is not a Bearer one."""
+    for key, value in metadata or ():
+        if key == AUTHORIZATION:
+            text = value.decode("latin-1") if isinstance(value, bytes) else value
+            scheme, _, token = text.partition(" ")
+            return token.strip().encode() if scheme.lower() == SCHEME else b""
+    return None
+
+
+class BearerToken(grpc.aio.ServerInterceptor):
+    """Refuses every call but health unless it carries the token."""
+
+    def __init__(self, token: bytes):
+        self._token = token
+
+    def _refusal(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> Unauthenticated | None:
+        presented = _presented(metadata)
+        if presented is None:
+            return Unauthenticated("this server requires metadata 'authorization: Bearer <token>'",
+                                   reason="MISSING_TOKEN")
+        if not hmac.compare_digest(presented, self._token):
+            return Unauthenticated("the bearer token is not the one this server was started with")
+        return None
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = await continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
+            return handler
+        refusal = self._refusal(handler_call_details.invocation_metadata)
+        if refusal is None:
+            return handler
+        status = to_status(refusal)
+
+        def refuse(_: Behaviour) -> Behaviour:
+            async def abort(_request: object, context: grpc.aio.ServicerContext) -> None:
+                await context.abort_with_status(status)
+            return abort
+
+        return rewrap(handler, refuse)

@@ -1,0 +1,79 @@
+"""The interceptor that counts and times every RPC into memsvc/metrics.py.
+
+Owns the mapping of a call to `grpc_server_*` labels (type, service, method,
+status code). Must never change a call's outcome: it observes and re-raises.
+Calls refused by `max_concurrent_rpcs` never reach an interceptor, so they
+are not counted here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+
+from .. import metrics
+from .handlers import Behaviour, rewrap, shape
+
+GRPC_TYPES = {"unary_unary": "unary", "unary_stream": "server_stream", "stream_unary": "client_stream",
+              "stream_stream": "bidi_stream"}
+
+
+class _Observation:
+    """One call's labels and clock."""
+
+    def __init__(self, labels: tuple[str, str, str]):
+        self.labels = labels
+        self.started = time.perf_counter()
+        metrics.GRPC_STARTED.labels(*labels).inc()
+
+    def finish(self, code: grpc.StatusCode) -> None:
+        metrics.GRPC_HANDLED.labels(*self.labels, code.name).inc()
+        metrics.GRPC_HANDLING_SECONDS.labels(*self.labels).observe(time.perf_counter() - self.started)
+
+
+def _outcome(error: BaseException | None, context: grpc.aio.ServicerContext) -> grpc.StatusCode:
+    if error is None or isinstance(error, grpc.aio.AbortError):
+        return context.code() or (grpc.StatusCode.OK if error is None else grpc.StatusCode.UNKNOWN)
+    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
+        return grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN
+
+
+def _observed(behaviour: Behaviour, labels: tuple[str, str, str]) -> Behaviour:
+    if inspect.isasyncgenfunction(behaviour):
+        async def stream(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[object]:
+            observation, error = _Observation(labels), None
+            try:
+                async for reply in behaviour(request, context):
+                    yield reply
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                observation.finish(_outcome(error, context))
+        return stream
+
+    async def call(request: object, context: grpc.aio.ServicerContext) -> object:
+        observation, error = _Observation(labels), None
+        try:
+            return await behaviour(request, context)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            observation.finish(_outcome(error, context))
+    return call
+
+
+class Metrics(grpc.aio.ServerInterceptor):
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        labels = (GRPC_TYPES[shape(handler)], service, method)
+        return rewrap(handler, lambda behaviour: _observed(behaviour, labels))
