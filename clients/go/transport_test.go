@@ -24,7 +24,7 @@ type seenCall struct {
 	metadata    metadata.MD
 }
 
-// silentServer records each call and answers only when the caller gives up.
+// silentServer records each call and never answers it.
 func silentServer(t *testing.T) (string, <-chan seenCall) {
 	t.Helper()
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
@@ -32,17 +32,19 @@ func silentServer(t *testing.T) (string, <-chan seenCall) {
 		t.Fatal(err)
 	}
 	calls := make(chan seenCall, 8)
+	release := make(chan struct{})
 	server := grpc.NewServer(grpc.UnknownServiceHandler(func(_ interface{}, stream grpc.ServerStream) error {
 		ctx := stream.Context()
 		method, _ := grpc.MethodFromServerStream(stream)
 		deadline, has := ctx.Deadline()
 		md, _ := metadata.FromIncomingContext(ctx)
 		calls <- seenCall{method, time.Until(deadline), has, md}
-		<-ctx.Done()
-		return ctx.Err()
+		<-release // never answer while the test runs: only the client may end the call
+		return nil
 	}))
 	go server.Serve(listener)
 	t.Cleanup(server.Stop)
+	t.Cleanup(func() { close(release) }) // cleanups run last-in first-out: release, then stop
 	return listener.Addr().String(), calls
 }
 
