@@ -34,6 +34,7 @@ class App:
         # Reads across the compaction cut: messages compacted out before a run are still summarized.
         self.summarizer = Summarizer(settings, self.sessions, self.lifecycle.messages_after, summary_model,
                                      self.judge)
+        self.lifecycle.exclusive.append(self.summarizer.guard)
         self.jobs = Scheduler()
         self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
         self.jobs.register("temp-cleanup", "* * * * *", self.lifecycle.remove_idle_temporary)

@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 import tantivy
 
-from . import durable, keywords
+from . import durable, failpoints, keywords
 from .errors import Unavailable
 from .history import Record
 
@@ -108,17 +108,21 @@ class Archive:
             self._queued += 1
         self._queue.put(op)
 
-    def flush(self, timeout: float = 30.0) -> None:
-        """Wait until everything queued so far is committed and searchable."""
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until everything queued so far is committed and searchable.
+
+        Failing commits are retried meanwhile; only when they still fail at
+        the timeout does the caller get an error.
+        """
         self._enqueue(_Op("commit", ""))
         with self._progress:
             target = self._queued
-            done = self._progress.wait_for(lambda: self._committed >= target or self._failure is not None, timeout)
+            if self._progress.wait_for(lambda: self._committed >= target, timeout):
+                return
             if self._failure is not None:
                 raise Unavailable(f"the archive cannot commit ({self._failure}); retry later",
                                   reason="ARCHIVE_UNAVAILABLE")
-            if not done:
-                raise Unavailable("the archive is behind; retry later", reason="ARCHIVE_BEHIND")
+            raise Unavailable("the archive is behind; retry later", reason="ARCHIVE_BEHIND")
 
     def close(self) -> None:
         """Commit everything queued, then release the index."""
@@ -149,6 +153,7 @@ class Archive:
             try:
                 for op in ops:
                     self._apply(op)
+                failpoints.hit("archive.commit")
                 self._writer.commit()
                 self.index.reload()
             except (ValueError, OSError) as exc:

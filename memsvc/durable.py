@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+from . import failpoints
 from .errors import InvalidSetting
 
 
@@ -37,18 +38,23 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    failpoints.hit("durable.atomic_write.synced")
     os.replace(tmp, path)
+    failpoints.hit("durable.atomic_write.renamed")
     fsync_dir(path.parent)
 
 
 def write_at(fd: int, offset: int, data: bytes) -> None:
     """Write `data` at `offset` and make it durable before returning."""
+    failpoints.hit("durable.write_at.start")
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)
         view = view[written:]
         offset += written
+    failpoints.hit("durable.write_at.written")
     os.fdatasync(fd)
+    failpoints.hit("durable.write_at.synced")
 
 
 def truncate(fd: int, size: int) -> None:

@@ -194,11 +194,25 @@ def append(path: Path, size: int, records: list[Record]) -> int:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         durable.write_at(fd, offset, payload)
+    except OSError:
+        _undo_append(fd, size)
+        raise
     finally:
         os.close(fd)
     if size == 0:
         durable.fsync_dir(path.parent)
     return offset + len(payload)
+
+
+def _undo_append(fd: int, size: int) -> None:
+    """Put back the file as it was before a failed append, so the refused
+    messages cannot reappear when the file is next read."""
+    try:
+        if size:
+            os.pwrite(fd, CLOSING, size - len(CLOSING))
+        durable.truncate(fd, size)
+    except OSError:
+        pass  # the disk refuses even this: the next open repairs the tail
 
 
 def rewrite(path: Path, records: list[Record]) -> int:

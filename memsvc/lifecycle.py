@@ -12,10 +12,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 
 import msgspec
 
-from . import history
+from . import failpoints, history
 from .archive import Archive
 from .errors import MemsvcError, NotFound
 from .history import Record
@@ -76,6 +77,8 @@ class Lifecycle:
         self._worker = threading.Thread(target=self._compact_in_background, name="auto-compact", daemon=True)
         self._worker.start()
         sessions.on_oversize = self.request_compaction
+        self.exclusive: list[Callable[[str], AbstractContextManager[object]]] = []
+        "Held by Reset and RemoveSession: other writers of a session's files (the summarizer) wait."
 
     # -- compaction ------------------------------------------------------------
 
@@ -104,6 +107,7 @@ class Lifecycle:
             return Compacted(0, self._start_at(session))
         # Nothing leaves history.json before the archive has committed it.
         self.archive.flush()
+        failpoints.hit("lifecycle.compact.flushed")
         removed = self.sessions.trim(session, cut)
         start_at = self._start_at(session)
         first_kept = session.records[0].id if session.records else session.next_id
@@ -124,8 +128,8 @@ class Lifecycle:
         while True:
             with self._wake:
                 self._wake.wait_for(lambda: self._pending or self._stopping)
-                if self._stopping:
-                    return
+                if not self._pending:
+                    return  # stopping, with nothing left to compact
                 session_id = self._pending.pop()
             try:
                 self.auto_compact(session_id)
@@ -153,7 +157,7 @@ class Lifecycle:
 
     def reset(self, session_id: str, keep_summary: bool) -> Deleted:
         self.sessions.require(session_id)
-        with self.sessions.writing(session_id) as session:
+        with self._excluding(session_id), self.sessions.writing(session_id) as session:
             deleted = self._clear_derived(session_id)
             deleted.history_messages, deleted.summary = self.sessions.clear(session, drop_summary=not keep_summary)
         log.info("reset", extra={"session": session_id, "keep_summary": keep_summary})
@@ -161,12 +165,18 @@ class Lifecycle:
 
     def remove(self, session_id: str) -> Deleted:
         self.sessions.require(session_id)
-        with self.sessions.writing(session_id) as session:
+        with self._excluding(session_id), self.sessions.writing(session_id) as session:
             deleted = self._clear_derived(session_id)
             deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
             self.sessions.remove(session)
         log.info("removed session", extra={"session": session_id})
         return deleted
+
+    def _excluding(self, session_id: str) -> ExitStack:
+        stack = ExitStack()
+        for hold in self.exclusive:
+            stack.enter_context(hold(session_id))
+        return stack
 
     def _clear_derived(self, session_id: str) -> Deleted:
         deleted = Deleted()

@@ -118,3 +118,20 @@ def test_messages_after_reads_across_the_compaction_cut(world):
     assert [r.id for r in sessions.records_after("s", 0)] == [9, 10]
     assert [r.id for r in lifecycle.messages_after("s", 3)] == [4, 5, 6, 7, 8, 9, 10]
     assert lifecycle.messages_after("ghost", 0) == []
+
+
+def test_reset_waits_while_another_writer_holds_the_session(world):
+    import threading
+
+    sessions, _, lifecycle, _ = world
+    talk(sessions, "s", 1)
+    summary_run = threading.Lock()
+    lifecycle.exclusive.append(lambda session_id: summary_run)
+    summary_run.acquire()
+    resetting = threading.Thread(target=lifecycle.reset, args=("s", True))
+    resetting.start()
+    resetting.join(0.3)
+    assert resetting.is_alive() and len(sessions.window("s")) == 2
+    summary_run.release()
+    resetting.join()
+    assert sessions.window("s") == []
