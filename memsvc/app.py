@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from . import llm
+from . import embedders, llm
 from .archive import Archive
 from .config import Settings
 from .decisions import Judge
@@ -16,8 +16,10 @@ from .jobs import Scheduler
 from .lessons import Lessons
 from .lifecycle import Lifecycle
 from .search import Searcher
+from .semantic import SemanticSearch
 from .sessions import Sessions
 from .summarizer import Summarizer
+from .vectors import Tuning, VectorStore
 
 
 class App:
@@ -29,8 +31,15 @@ class App:
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.archive = Archive(settings.store_dir, settings.archive_commit_seconds)
         self.sessions.derived.append(self.archive)
+        self.embedder = embedders.from_settings(settings)
+        self.vectors = VectorStore(settings.store_dir / "vectors", self.embedder,
+                                   lambda session_id: self.sessions.records_after(session_id, 0),
+                                   Tuning(settings.vector_rebuild_rows, settings.vector_trees, settings.vector_search_k))
+        self.sessions.derived.append(self.vectors)
+        self.sessions.embeddings = self.vectors
         self.lifecycle = Lifecycle(self.sessions, self.archive)
-        self.searcher = Searcher(self.sessions, self.archive)
+        self.searcher = Searcher(self.sessions, self.archive,
+                                 semantic=SemanticSearch(self.sessions, self.vectors, self.embedder))
         # Reads across the compaction cut: messages compacted out before a run are still summarized.
         self.summarizer = Summarizer(settings, self.sessions, self.lifecycle.messages_after, summary_model,
                                      self.judge)
@@ -52,4 +61,5 @@ class App:
             model.endpoint.close()
         self.lifecycle.close()
         self.archive.close()
+        self.vectors.close()
         self.lessons.close()

@@ -61,6 +61,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Embedding dimension requested from the provider."
     embedding_api_key_file: str = ""
     "File holding the embedding API key (else MEMSVC_EMBEDDING_API_KEY)."
+    embedding_timeout_seconds: float = 30.0
+    "Seconds one embedding request may take before it counts as failed (then retried with backoff)."
+    vector_rebuild_rows: int = 1024
+    "Vectors past the last Annoy build that start a background rebuild (or 5% of the index, if more)."
+    vector_trees: int = 100
+    "Annoy trees per build: more gives better recall and slower, bigger builds."
+    vector_search_k: int = 10000
+    "Annoy nodes inspected per query: more gives better recall and slower queries."
     llm_base_url: str = ""
     "Base URL of an OpenAI-compatible chat-completions endpoint."
     llm_api_key_file: str = ""
@@ -178,6 +186,7 @@ def load(flags: dict[str, Any] | None = None, environ: dict[str, str] | None = N
 def _check(settings: Settings) -> None:
     positive = ("max_history_messages", "max_history_bytes", "max_message_bytes", "max_request_bytes",
                 "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
+                "embedding_timeout_seconds", "vector_rebuild_rows", "vector_trees", "vector_search_k",
                 "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions", "max_concurrent_rpcs")
     for name in positive:
         if getattr(settings, name) <= 0:

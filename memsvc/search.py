@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -56,6 +56,20 @@ class Hit(msgspec.Struct):
     run: int = 0
 
 
+class Results(msgspec.Struct):
+    hits: list[Hit]
+    unsearched: int = 0
+    "Semantic and hybrid: qualifying messages not searched because their embedding is pending or failing."
+
+
+class SemanticPath(Protocol):
+    """The vector side of search (semantic.py)."""
+
+    def semantic(self, query: Query, limits: Bounds) -> Results: ...
+
+    def hybrid(self, query: Query, limits: Bounds, keyword: Callable[[Query, Bounds], list[Hit]]) -> Results: ...
+
+
 class Bounds(msgspec.Struct, frozen=True):
     """A checked query: limit resolved, time window as [since, until)."""
 
@@ -89,16 +103,22 @@ def bounds(query: Query, now: int) -> Bounds:
 
 
 class Searcher:
-    def __init__(self, sessions: Sessions, archive: Archive, clock: Callable[[], int] = time.time_ns):
+    def __init__(self, sessions: Sessions, archive: Archive, clock: Callable[[], int] = time.time_ns,
+                 semantic: SemanticPath | None = None):
         self.sessions = sessions
         self.archive = archive
         self.clock = clock
+        self.semantic = semantic
 
-    def search(self, query: Query) -> list[Hit]:
+    def search(self, query: Query) -> Results:
         limits = bounds(query, self.clock())
         if query.match == "keyword":
-            return self.keyword(query, limits)
-        raise Unimplemented(f"{query.match} search is not implemented yet (vector tier)")
+            return Results(self.keyword(query, limits))
+        if self.semantic is None:
+            raise Unimplemented(f"{query.match} search needs the vector tier")
+        if query.match == "semantic":
+            return self.semantic.semantic(query, limits)
+        return self.semantic.hybrid(query, limits, self.keyword)
 
     def keyword(self, query: Query, limits: Bounds) -> list[Hit]:
         """Archived messages (below the first one in history.json) plus recent ones, best first.

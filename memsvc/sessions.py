@@ -25,7 +25,7 @@ import msgspec
 
 from . import durable, history, legacy, metrics, summary
 from .config import Settings
-from .errors import InvalidArgument, NotFound, ResourceExhausted, storage_error
+from .errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, storage_error
 from .history import Record
 
 ROLES = ("user", "assistant")
@@ -55,12 +55,24 @@ class DerivedStore(Protocol):
         """Reset or RemoveSession: drop everything of the session; returns how much was dropped."""
 
 
+class EmbeddingSink(Protocol):
+    """Takes embeddings a client supplied with its messages (the vector tier)."""
+
+    def check(self, session_id: str, embeddings: list[list[float]]) -> None:
+        """Raise if an embedding cannot be stored (wrong dimension, not finite); empty ones are absent."""
+
+    def supplied(self, session_id: str, records: list[Record], embeddings: list[list[float]]) -> None:
+        """`records` are durable; keep their embeddings. Called before DerivedStore.appended."""
+
+
 class NewMessage(msgspec.Struct, kw_only=True):
     role: str
     content: str
     sender: str = ""
     send_at: int = 0
     "UTC Unix nanoseconds; 0 means now (or the time in a legacy header)."
+    embedding: list[float] = []
+    "A client-supplied embedding; empty means the server's embedder makes one."
 
 
 class AppendResult(msgspec.Struct):
@@ -144,6 +156,7 @@ class Sessions:
         self.root = settings.sessions_dir
         self.clock = clock
         self.derived: list[DerivedStore] = []
+        self.embeddings: EmbeddingSink | None = None
         self.on_oversize: Callable[[str], None] = lambda session_id: None
         "Called after an Append leaves history.json over max_history_bytes."
         self._open: collections.OrderedDict[str, Session] = collections.OrderedDict()
@@ -212,6 +225,13 @@ class Sessions:
         if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
             raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
                                   reason="IDEMPOTENCY_KEY_TOO_LONG")
+        embeddings = [message.embedding for message in messages]
+        supplied = any(embeddings)
+        if supplied:
+            if self.embeddings is None:
+                raise FailedPrecondition("this server takes no client-supplied embeddings",
+                                         reason="EMBEDDINGS_NOT_ACCEPTED")
+            self.embeddings.check(session_id, embeddings)
         records = [self._record(message, idempotency_key) for message in messages]
         with self.writing(session_id) as session:
             if idempotency_key and idempotency_key in session.replies:
@@ -228,8 +248,12 @@ class Sessions:
             if idempotency_key:
                 session.replies[idempotency_key] = records
             oversize = session.size > self.settings.max_history_bytes
-        for store in self.derived:
-            store.appended(session_id, records)
+            # Under the session lock, so a Reset or Compact can never overtake
+            # this news in a derived store (the calls are quick by contract).
+            if supplied and self.embeddings is not None:
+                self.embeddings.supplied(session_id, records, embeddings)
+            for store in self.derived:
+                store.appended(session_id, records)
         if oversize:
             self.on_oversize(session_id)
         return AppendResult(records, replayed=False)

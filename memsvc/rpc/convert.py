@@ -23,7 +23,7 @@ def new_message(message: pb.Message, index: int) -> NewMessage:
         raise InvalidArgument(
             f"messages[{index}].role is {message.role}; use ROLE_USER or ROLE_ASSISTANT", reason="INVALID_ROLE")
     return NewMessage(role=ROLE_NAMES[message.role], content=message.content, sender=message.sender,
-                      send_at=message.send_at_unix_nano)
+                      send_at=message.send_at_unix_nano, embedding=list(message.embedding))
 
 
 def message(record: Record) -> pb.Message:

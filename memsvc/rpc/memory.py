@@ -66,8 +66,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     @translated
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
-        hits = self.app.searcher.search(convert.query(request))
-        return pb.SearchResponse(hits=[convert.hit(hit) for hit in hits])
+        # Embedding the query may wait on a model or an HTTP endpoint: off the event loop.
+        results = await asyncio.to_thread(self.app.searcher.search, convert.query(request))
+        return pb.SearchResponse(hits=[convert.hit(hit) for hit in results.hits], unsearched=results.unsearched)
 
     @translated
     async def Compact(self, request: pb.CompactRequest, context: grpc.aio.ServicerContext) -> pb.CompactResponse:

@@ -171,10 +171,12 @@ class SearchRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., query: _Optional[str] = ..., match: _Optional[_Union[Match, str]] = ..., limit: _Optional[int] = ..., time_range: _Optional[_Union[TimeRange, str]] = ..., since_unix_nano: _Optional[int] = ..., until_unix_nano: _Optional[int] = ..., include_window: _Optional[bool] = ..., query_embedding: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits",)
+    __slots__ = ("hits", "unsearched")
     HITS_FIELD_NUMBER: _ClassVar[int]
+    UNSEARCHED_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
-    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ...) -> None: ...
+    unsearched: int
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., unsearched: _Optional[int] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("message", "source", "score", "is_context", "run")

@@ -1,0 +1,276 @@
+"""The vector tier at scale and its retrieval quality.
+
+Scale, for each size (10,000 and 100,000 vectors in one session), side by side
+in one run: the Annoy generation build (the server's own child process), query
+p50/p99 of the server's nearest-neighbour path against numpy brute force over
+the same vectors, recall@10 against exact search (a returned item counts when
+its exact score reaches the 10th best: ties are common), and end to end through
+gRPC against the no-op floor (a health Check) on a server holding the session.
+Vectors are the builtin embedder's, of messages made of 1-3 sentences of real
+English prose (CPython's bundled documentation topics, `pydoc_data.topics`).
+
+Quality: hit@1, hit@5 and MRR@10 of builtin, the local model (when the
+local-model extra is installed) and hybrid (keyword + semantic, fused) over a
+small real conversation set: 188 dialogues (440 messages, English, Chinese,
+Japanese) from chatterbot-corpus 1.3.3 (BSD-3-Clause), in
+benchmarks/data/conversations.json. The 30 queries below were written for this
+benchmark, each naming the dialogues that answer it.
+
+    .venv/bin/python benchmarks/vectors.py [--sizes 10000,100000] [--queries 300] [--skip-quality]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import pydoc_data.topics
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from common import ServerProcess, interleaved, save
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from memsvc import annoygen, embedders, history, vectorfiles
+from memsvc.annoygen import Eligible, Generation
+from memsvc.embedders import BuiltinEmbedder
+from memsvc.history import Record
+from memsvc.v1 import memory_pb2 as pb
+from memsvc.vectors import Tuning, VectorStore
+
+DATA = Path(__file__).resolve().parent / "data" / "conversations.json"
+DIMENSION = 256
+BASE_TIME = 1_700_000_000_000_000_000
+EVERYTHING = Eligible(0, 2**63 - 1, 0, 2**63 - 1)
+
+# (kind, query, keys of the dialogues that answer it)
+QUERIES = [
+    ("lexical", "who invented the computer", ["english/computers#2"]),
+    ("lexical", "what was the first computer, the ENIAC?", ["english/computers#3"]),
+    ("lexical", "what does an operating system do", ["english/computers#5"]),
+    ("lexical", "how far away is the moon from earth", ["english/science#20", "english/science#21"]),
+    ("lexical", "avogadro number of molecules", ["english/science#6"]),
+    ("lexical", "who invented the light bulb", ["english/history#6"]),
+    ("lexical", "who owns a publicly owned company", ["english/money#30"]),
+    ("lexical", "the science of heat and energy conversion", ["english/science#3", "english/science#0"]),
+    ("paraphrase", "a machine that is extremely fast at number crunching",
+     ["english/computers#1", "english/computers#8"]),
+    ("paraphrase", "I feel sick and have a high temperature", ["english/health#0"]),
+    ("paraphrase", "is it wise to gamble with my savings on shares", ["english/money#3", "english/money#5"]),
+    ("paraphrase", "what do you live on, since you are a machine",
+     ["english/food#5", "english/food#13", "english/food#14", "english/food#16", "english/food#10"]),
+    ("paraphrase", "can robots become intoxicated", ["english/food#8"]),
+    ("paraphrase", "the second planet from our star", ["english/science#27"]),
+    ("paraphrase", "what is your salary", ["english/money#22", "english/money#23", "english/money#24",
+                                            "english/money#0"]),
+    ("paraphrase", "who created the steam powered engine", ["english/history#7"]),
+    ("paraphrase", "the war between the north and the south in America", ["english/history#0",
+                                                                          "english/history#1"]),
+    ("paraphrase", "what makes masses pull on each other", ["english/science#16"]),
+    ("paraphrase", "the chip at the heart of a PC", ["english/computers#4"]),
+    ("chinese", "谁是上市公司的拥有者", ["chinese/money#30"]),
+    ("chinese", "研究细胞的学科", ["chinese/science#11", "chinese/science#12"]),
+    ("chinese", "热量和能量转换的物理学", ["chinese/science#3", "chinese/science#0"]),
+    ("chinese", "太阳离地球多远", ["chinese/science#19", "chinese/science#20"]),
+    ("chinese", "你的收入是多少", ["chinese/money#22", "chinese/money#23", "chinese/money#24"]),
+    ("chinese", "机器人靠什么活着", ["chinese/food#1", "chinese/food#3", "chinese/food#4"]),
+    ("japanese", "コンピュータを発明した人は誰", ["japanese/computers#2"]),
+    ("japanese", "最初のコンピュータはENIAC", ["japanese/computers#3"]),
+    ("japanese", "気分が悪くて熱がある", ["japanese/health#0"]),
+    ("japanese", "ロボットはお酒に酔うの", ["japanese/food#8"]),
+    ("japanese", "スーパーコンピュータを使う人", ["japanese/computers#8"]),
+]
+
+
+# -- scale ---------------------------------------------------------------------
+
+def prose_messages(count: int, seed: int = 7) -> list[str]:
+    text = re.sub(r"\s+", " ", "\n".join(pydoc_data.topics.topics.values()))
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if 20 < len(s.strip()) < 300]
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(sentences, size=rng.integers(1, 4))) for _ in range(count)]
+
+
+def prose_queries(count: int, seed: int = 11) -> list[str]:
+    """Four words drawn from one sentence: short, partial, like a person's query."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(message.split(), size=4)) for message in prose_messages(count, seed)]
+
+
+def recall_at_10(found: list[int], scores_by_id: np.ndarray, tenth: float) -> float:
+    return sum(scores_by_id[id_ - 1] >= tenth - 1e-6 for id_ in found[:10]) / 10
+
+
+def scale(size: int, query_count: int, embedder: BuiltinEmbedder, tuning: Tuning) -> dict:
+    texts = prose_messages(size)
+    records = [Record(id=n, role="user" if n % 2 else "assistant", content=text, send_at=BASE_TIME + n)
+               for n, text in enumerate(texts, start=1)]
+    started = time.perf_counter()
+    matrix = np.concatenate([embedder.vectors(texts[at:at + 2048]) for at in range(0, size, 2048)])
+    embed_seconds = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "vectors"
+        directory = root / "bench"
+        directory.mkdir(parents=True)
+        vectorfiles.write_manifest(directory, vectorfiles.Manifest(embedder=embedder.name, dimension=DIMENSION))
+        rows = np.zeros(size, dtype=vectorfiles.ROW_DTYPE)
+        rows["id"] = np.arange(1, size + 1)
+        rows["send_at"] = BASE_TIME + rows["id"]
+        rows["check"] = [vectorfiles.content_check(text) for text in texts]
+        vectorfiles.TailWriter(directory / vectorfiles.tail_name(1), DIMENSION).append(rows, matrix)
+
+        command = annoygen.command(directory, 1, DIMENSION, tuning.trees, 0, None, [1])
+        started = time.perf_counter()
+        report = subprocess.run(command, capture_output=True, check=True).stdout
+        build_seconds = time.perf_counter() - started
+        info = annoygen.parse_report(report)
+        manifest = vectorfiles.Manifest(embedder=embedder.name, dimension=DIMENSION, generation=info, tail_from=2)
+        vectorfiles.write_manifest(directory, manifest)
+        (directory / vectorfiles.tail_name(1)).unlink()
+        assert Generation.open(directory, info, DIMENSION).index is not None
+        store = VectorStore(root, embedder, lambda session_id: records, tuning)
+        store.recover("bench", records)
+        queries = embedder.vectors(prose_queries(query_count))
+        exact_scores = queries @ matrix.T
+        tenth = np.sort(exact_scores, axis=1)[:, -10]
+        recalls = [recall_at_10(store.nearest("bench", records, query, 10, EVERYTHING).ids, exact_scores[n],
+                                tenth[n]) for n, query in enumerate(queries)]
+        cycle = iter(range(10**9))
+
+        def ours() -> None:
+            store.nearest("bench", records, queries[next(cycle) % query_count], 10, EVERYTHING)
+
+        def brute() -> None:
+            scores = matrix @ queries[next(cycle) % query_count]
+            top = np.argpartition(-scores, 10)[:10]
+            top[np.argsort(-scores[top])]
+
+        timings = interleaved({"annoy_generation": ours, "numpy_brute_force": brute}, rounds=query_count,
+                              warmup=50)
+        store.close()
+    return {"vectors": size, "dimension": DIMENSION, "trees": tuning.trees, "search_k": tuning.search_k,
+            "embed_seconds": round(embed_seconds, 2), "build_seconds": round(build_seconds, 2),
+            "recall_at_10": round(float(np.mean(recalls)), 4), "query": timings,
+            "speedup_p50": round(timings["numpy_brute_force"]["p50_ms"] / timings["annoy_generation"]["p50_ms"], 2)}
+
+
+def end_to_end(size: int, query_count: int) -> dict:
+    """Search through gRPC on a server whose session holds `size` messages, against a health Check."""
+    texts = prose_messages(size)
+    records = [Record(id=n, role="user" if n % 2 else "assistant", content=text, send_at=BASE_TIME + n)
+               for n, text in enumerate(texts, start=1)]
+    scratch = Path(tempfile.mkdtemp())
+    data_dir = scratch / "data"
+    (data_dir / "sessions" / "bench").mkdir(parents=True)
+    history.rewrite(data_dir / "sessions" / "bench" / "history.json", records)
+    server = ServerProcess(data_dir, "--max-history-bytes", str(512 * 1024 * 1024)).start()
+    try:
+        with server.client(timeout=600) as client:
+            queries = prose_queries(query_count)
+            started = time.perf_counter()
+            client.search("bench", queries[0], include_window=True)
+            first_search = time.perf_counter() - started
+            manifest = data_dir / ".store" / "vectors" / "bench" / "manifest.json"
+            while True:
+                generation = json.loads(manifest.read_text()).get("generation") if manifest.exists() else None
+                if generation and generation["items"] == size:
+                    break
+                time.sleep(0.2)
+            ready = time.perf_counter() - started
+            health = health_pb2_grpc.HealthStub(client.channel)
+            cycle = iter(range(10**9))
+            timings = interleaved({
+                "health_check_floor": lambda: health.Check(health_pb2.HealthCheckRequest()),
+                "semantic_search": lambda: client.search("bench", queries[next(cycle) % query_count], limit=10,
+                                                         include_window=True),
+            }, rounds=query_count, warmup=50)
+    finally:
+        server.terminate()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"vectors": size, "first_search_seconds": round(first_search, 2),
+            "embedded_and_built_seconds": round(ready, 1), "latency": timings,
+            "ratio_p50": round(timings["semantic_search"]["p50_ms"] / timings["health_check_floor"]["p50_ms"], 2)}
+
+
+# -- quality -------------------------------------------------------------------
+
+def conversation() -> tuple[list[tuple[str, str, str]], dict]:
+    """(dialogue key, role, text) per message in order, and the data set's provenance."""
+    data = json.loads(DATA.read_text())
+    messages = [(dialogue["key"], "user" if n % 2 == 0 else "assistant", line)
+                for dialogue in data["dialogues"] for n, line in enumerate(dialogue["lines"])]
+    return messages, {"source": data["source"], "license": data["license"]}
+
+
+def quality(embedder_args: list[str], label: str) -> dict:
+    messages, _ = conversation()
+    scratch = Path(tempfile.mkdtemp())
+    server = ServerProcess(scratch / "data", *embedder_args).start()
+    try:
+        with server.client(timeout=300) as client:
+            stored = client.append("quality", [(role, text) for _, role, text in messages]).messages
+            dialogue_of = {message.id: key for message, (key, _, _) in zip(stored, messages)}
+            while client.search("quality", "warm up", include_window=True).unsearched:
+                time.sleep(0.2)
+            results = {}
+            for match, name in ((pb.MATCH_SEMANTIC, label), (pb.MATCH_HYBRID, f"hybrid ({label})")):
+                ranks = []
+                for kind, query, relevant in QUERIES:
+                    hits = client.search("quality", query, match=match, limit=10, include_window=True).hits
+                    ranked = [hit.message.id for hit in sorted((h for h in hits if not h.is_context),
+                                                               key=lambda hit: -hit.score)]
+                    rank = next((n for n, id_ in enumerate(ranked, 1) if dialogue_of[id_] in relevant), 0)
+                    ranks.append((kind, rank))
+                results[name] = summarize(ranks)
+    finally:
+        server.terminate()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return results
+
+
+def summarize(ranks: list[tuple[str, int]]) -> dict:
+    def score(selected: list[int]) -> dict:
+        return {"hit@1": round(sum(r == 1 for r in selected) / len(selected), 3),
+                "hit@5": round(sum(0 < r <= 5 for r in selected) / len(selected), 3),
+                "mrr@10": round(sum(1 / r for r in selected if r) / len(selected), 3), "queries": len(selected)}
+    kinds = sorted({kind for kind, _ in ranks})
+    return {"all": score([r for _, r in ranks]), **{kind: score([r for k, r in ranks if k == kind])
+                                                    for kind in kinds}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--skip-quality", action="store_true")
+    args = parser.parse_args()
+    embedder = BuiltinEmbedder(DIMENSION)
+    tuning = Tuning()
+    result: dict = {"scale": [], "end_to_end": [], "quality": {}}
+    for size in (int(value) for value in args.sizes.split(",")):
+        measured = scale(size, args.queries, embedder, tuning)
+        result["scale"].append(measured)
+        print(json.dumps(measured))
+        through = end_to_end(size, args.queries)
+        result["end_to_end"].append(through)
+        print(json.dumps(through))
+    if not args.skip_quality:
+        _, provenance = conversation()
+        result["quality_set"] = provenance
+        result["quality"].update(quality([], "builtin"))
+        if importlib.util.find_spec("sentence_transformers") and importlib.util.find_spec(
+                embedders.LOCAL_MODEL_PACKAGE):
+            result["quality"].update(quality(["--embedder", "sentence-transformers"], "local model"))
+        else:
+            result["quality"]["local model"] = f"skipped: {embedders.LOCAL_MODEL_EXTRA}"
+        print(json.dumps(result["quality"], indent=1, ensure_ascii=False))
+    save("vectors", result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+"""The vector tier: per session, the newest Annoy generation plus an exact
+tail, in step with history.json.
+
+Owns `.store/vectors/`. It learns of messages through the DerivedStore calls
+(and of client-supplied embeddings through `check` and `supplied`), embeds
+them on its own worker thread, appends them to the tail, and has a child
+process build a new generation when the tail grows, compaction leaves dead
+items, or an Annoy file failed its check; the new generation is verified and
+swapped in atomically. All of it is derived from history.json: rebuilt from it
+when missing, damaged, out of step, or made by another embedder or dimension
+(client-supplied vectors survive everything but such a change, after which
+the server embeds those messages too). Messages whose embedding failed stay
+pending and are retried with backoff; a search embeds the pending messages it
+needs or counts them as unsearched, never skips them silently. Must never
+block a DerivedStore call on embedding, building or file I/O.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from . import durable
+from .annoygen import Eligible, best, exact
+from .embedders import Embedder, normalized
+from .errors import FailedPrecondition, InvalidArgument, MemsvcError
+from .history import Record
+from .vectorstate import SessionVectors, load, record_rows
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 128
+QUERY_EMBED_LIMIT = 256
+"Pending messages a search embeds itself; past this it reports them as unsearched."
+
+
+class Tuning(msgspec.Struct, frozen=True):
+    rebuild_rows: int = 1024
+    "Tail rows that start a background build (or 5% of the generation, if more)."
+    trees: int = 100
+    search_k: int = 10_000
+
+
+class Nearest(msgspec.Struct):
+    ids: list[int]
+    scores: list[float]
+    unsearched: int
+    "Qualifying messages not searched: their embedding is still pending or failing."
+
+
+class VectorStore:
+    def __init__(self, root: Path, embedder: Embedder, records_of: Callable[[str], list[Record]],
+                 tuning: Tuning | None = None):
+        self.root = root
+        self.embedder = embedder
+        self.records_of = records_of
+        self.tuning = tuning or Tuning()
+        self._states: dict[str, SessionVectors] = {}
+        self._registry = threading.Lock()
+        self._ready: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._builds: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._wake = threading.Condition()
+        self._stopping = False
+        durable.ensure_dir(root)
+        durable.sweep_deleted(root)
+        self._threads = [threading.Thread(target=self._embed_loop, name="vectors-embed", daemon=True),
+                         threading.Thread(target=self._build_loop, name="vectors-build", daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def _state(self, session_id: str) -> SessionVectors:
+        with self._registry:
+            state = self._states.get(session_id)
+            if state is None:
+                state = self._states[session_id] = SessionVectors(session_id, self.root / session_id)
+            return state
+
+    def _notify(self, session_id: str, queue: collections.OrderedDict[str, None]) -> None:
+        with self._wake:
+            queue[session_id] = None
+            self._wake.notify_all()
+
+    # -- DerivedStore --------------------------------------------------------
+
+    def recover(self, session_id: str, records: list[Record]) -> None:
+        state = self._state(session_id)
+        with state.lock:
+            if state.loaded:
+                state.queue(records)
+            else:
+                state.recovered = records
+        self._notify(session_id, self._ready)
+
+    def appended(self, session_id: str, records: list[Record]) -> None:
+        state = self._state(session_id)
+        with state.lock:
+            state.queue(records)
+        self._notify(session_id, self._ready)
+
+    def compacted(self, session_id: str, first_kept_id: int, start_at: int) -> None:
+        state = self._state(session_id)
+        with state.lock:
+            state.raise_floor(first_kept_id)
+            dead = state.loaded and state.dead_rows() > 0
+        if dead:
+            self._notify(session_id, self._builds)
+
+    def cleared(self, session_id: str) -> int:
+        state = self._state(session_id)
+        return state.clear()
+
+    # -- client-supplied embeddings ------------------------------------------
+
+    def check(self, session_id: str, embeddings: list[list[float]]) -> None:
+        """Refuse, before anything is stored, embeddings this index cannot hold."""
+        for index, embedding in enumerate(embeddings):
+            if embedding:
+                self.query_vector(embedding, f"messages[{index}].embedding")
+
+    def supplied(self, session_id: str, records: list[Record], embeddings: list[list[float]]) -> None:
+        state = self._state(session_id)
+        with state.lock:
+            for record, embedding in zip(records, embeddings):
+                if embedding:
+                    state.prepared[record.id] = normalized(np.asarray([embedding]))[0]
+
+    def query_vector(self, values: list[float], field: str = "query_embedding") -> np.ndarray:
+        vector = np.asarray(values, dtype=np.float32)
+        if len(vector) != self.embedder.dimension:
+            raise FailedPrecondition(
+                f"{field} has {len(vector)} dimensions; this server's index holds {self.embedder.dimension} "
+                f"({self.embedder.name})", reason="VECTOR_DIMENSION_MISMATCH",
+                metadata={"expected": str(self.embedder.dimension), "got": str(len(vector))})
+        if not np.isfinite(vector).all() or not vector.any():
+            raise InvalidArgument(f"{field} must be finite and not all zero", reason="INVALID_EMBEDDING")
+        return normalized(vector[None, :])[0]
+
+    # -- search --------------------------------------------------------------
+
+    def nearest(self, session_id: str, records: list[Record], query: np.ndarray, limit: int,
+                eligible: Eligible) -> Nearest:
+        """The `limit` most similar qualifying messages, best first."""
+        state = self._state(session_id)
+        self._ensure_loaded(state, records)
+        with state.lock:
+            eligible = Eligible(max(eligible.first_id, state.first_id), eligible.below_id, eligible.since,
+                                eligible.until)
+            generation, (tail_rows, tail_vectors) = state.generation, state.tail.view()
+            waiting = [record for record in state.pending.values() if eligible.admits(record.id, record.send_at)]
+            ready = {id_: state.prepared[id_] for id_ in (r.id for r in waiting) if id_ in state.prepared}
+            epoch = state.epoch
+        missing = sorted((r for r in waiting if r.id not in ready), key=lambda r: r.id, reverse=True)
+        unsearched = max(0, len(missing) - QUERY_EMBED_LIMIT)
+        missing = missing[:QUERY_EMBED_LIMIT]
+        if missing:
+            try:
+                fresh = self.embedder.vectors([record.content for record in missing], attempts=1)
+            except MemsvcError as error:
+                log.warning("search could not embed pending messages",
+                            extra={"session_id": session_id, "count": len(missing), "reason": error.reason})
+                unsearched += len(missing)
+            else:
+                ready.update(zip((record.id for record in missing), fresh))
+                with state.lock:
+                    if state.epoch == epoch:
+                        state.prepared.update(zip((record.id for record in missing), fresh))
+        parts = [exact(tail_rows, tail_vectors, query, limit, eligible)]
+        if ready:
+            parts.append(best(np.fromiter(ready, dtype=np.int64, count=len(ready)),
+                              np.stack(list(ready.values())) @ query, limit))
+        if generation is not None:
+            parts.append(generation.nearest(query, limit, eligible, self.tuning.search_k))
+        merged = best(np.concatenate([part.ids for part in parts]),
+                      np.concatenate([part.scores for part in parts]).astype(np.float32), limit)
+        return Nearest(merged.ids.tolist(), merged.scores.tolist(), unsearched)
+
+    def _ensure_loaded(self, state: SessionVectors, records: list[Record] | None = None) -> None:
+        with state.load_lock:
+            if state.loaded:
+                return
+            with state.lock:
+                epoch, recovered = state.epoch, state.recovered
+            snapshot = records if records is not None else recovered
+            if snapshot is None:
+                snapshot = self.records_of(state.id)
+            loaded = load(state.directory, self.embedder, snapshot)
+            with state.lock:
+                if state.epoch == epoch:
+                    state.install(loaded, snapshot)
+        if state.needs_build(self.tuning.rebuild_rows):
+            self._notify(state.id, self._builds)
+
+    # -- the embedding worker -------------------------------------------------
+
+    def _next(self, queue: collections.OrderedDict[str, None]) -> SessionVectors | None:
+        """The next session with work in `queue`, waiting for one; None when stopping."""
+        with self._wake:
+            while not self._stopping:
+                now = time.monotonic()
+                delay = 1.0
+                for session_id in list(queue):
+                    state = self._state(session_id)
+                    if state.retry_at <= now:
+                        del queue[session_id]
+                        return state
+                    delay = min(delay, state.retry_at - now)
+                self._wake.wait(delay)
+        return None
+
+    def _embed_loop(self) -> None:
+        try:
+            self.embedder.warm()
+        except Exception:
+            log.exception("embedder failed to load")
+        while (state := self._next(self._ready)) is not None:
+            try:
+                more = self._embed_some(state)
+            except Exception:
+                log.exception("vector worker failed", extra={"session_id": state.id})
+                state.backoff()
+                more = True
+            if more:
+                self._notify(state.id, self._ready)
+
+    def _embed_some(self, state: SessionVectors) -> bool:
+        """Embed and store one batch of the session's pending messages; True if more remain."""
+        self._ensure_loaded(state)
+        with state.lock:
+            batch = sorted(state.pending.values(), key=lambda record: record.id)[:EMBED_BATCH]
+            known = {record.id: state.prepared[record.id] for record in batch if record.id in state.prepared}
+            epoch = state.epoch
+        if not batch:
+            return False
+        todo = [record for record in batch if record.id not in known]
+        try:
+            fresh = self.embedder.vectors([record.content for record in todo]) if todo else []
+        except MemsvcError as error:
+            delay = state.backoff()
+            log.warning("embedding failed; will retry", extra={
+                "session_id": state.id, "count": len(todo), "reason": error.reason, "retry_in_s": delay})
+            return True
+        known.update(zip((record.id for record in todo), fresh))
+        vectors = np.stack([known[record.id] for record in batch]).astype(np.float32)
+        state.store(record_rows(batch), vectors, epoch, self.embedder)
+        if state.needs_build(self.tuning.rebuild_rows):
+            self._notify(state.id, self._builds)
+        with state.lock:
+            return bool(state.pending)
+
+    # -- the build worker -------------------------------------------------------
+
+    def _build_loop(self) -> None:
+        while (state := self._next(self._builds)) is not None:
+            try:
+                self._build(state)
+            except Exception:
+                log.exception("vector build failed", extra={"session_id": state.id})
+                state.backoff()
+                self._notify(state.id, self._builds)
+
+    def _build(self, state: SessionVectors) -> None:
+        plan = state.plan_build(self.tuning.trees)
+        if plan is None:
+            return
+        try:
+            started = time.monotonic()
+            process = subprocess.Popen(plan.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            with state.lock:
+                state.build_process = process
+            stdout, stderr = process.communicate()
+            if plan.epoch != state.epoch or self._stopping:
+                return  # cleared or shutting down: the build was killed or its output is gone
+            if process.returncode != 0:
+                raise RuntimeError(f"build exited {process.returncode}: {stderr.decode(errors='replace')[-2000:]}")
+            items = state.install_build(plan, stdout)
+            log.info("vector generation built", extra={
+                "session_id": state.id, "generation": plan.number, "items": items,
+                "seconds": round(time.monotonic() - started, 2)})
+        finally:
+            state.end_build()
+        if state.needs_build(self.tuning.rebuild_rows):
+            self._notify(state.id, self._builds)
+
+    def close(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        with self._registry:
+            states = list(self._states.values())
+        for state in states:
+            state.stop_build()
+        for thread in self._threads:
+            thread.join(timeout=10)
