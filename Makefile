@@ -75,6 +75,9 @@ serve: install ## start the server on its embedded defaults (ARGS="--listen unix
 test: install local-model node-test go-test ## run every test against real servers: Python, Node, Go and the conformance scenario
 	MEMSVC_REQUIRE_CLIENTS="node go" $(BIN)/python -m pytest -q $(ARGS)
 
+test-crash: install ## the long seeded kill -9 loop (ARGS="--iterations 300 --seed 1"), reports iterations and findings
+	$(BIN)/python -m tests.crashloop $(ARGS)
+
 lint: install ## lint the contract and the code
 	cd proto && ../$(BIN)/buf lint
 	$(BIN)/ruff check memsvc tests benchmarks
@@ -89,4 +92,4 @@ bench-vectors: install local-model ## the vector index at 10k and 100k vectors v
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: help install local-model proto check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors
+.PHONY: test-crash help install local-model proto check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors

@@ -26,6 +26,7 @@ from .metrics import MetricsListener
 from .rpc import auth
 from .rpc.error_memory import ErrorMemoryServicer
 from .rpc.instrument import Metrics
+from .rpc.malformed import MalformedRequests
 from .rpc.memory import MemoryServicer
 from .v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
 
@@ -55,6 +56,7 @@ def _interceptors(settings: Settings) -> list[grpc.aio.ServerInterceptor]:
         chain.append(Metrics())
     if settings.token_file:
         chain.append(auth.BearerToken(auth.read_token(settings.token_file)))
+    chain.append(MalformedRequests())
     return chain
 
 

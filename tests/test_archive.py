@@ -88,3 +88,13 @@ def test_messages_between_ids_oldest_first(archive):
     archive.flush()
     assert [r.id for r in archive.messages("s", 2, 6)] == [3, 4, 5]
     assert archive.messages("s", 5, 6) == [] and archive.messages("t", 0, 9) == []
+
+
+@pytest.mark.parametrize("count", [10, 200])  # below and above the in-memory time filter
+def test_time_range_is_exact_for_few_and_many_matches(archive, count):
+    archive.appended("s", [record(i, "sandbox log", send_at=i * 100) for i in range(1, count + 1)])
+    archive.appended("s", [record(count + 1, "unrelated", send_at=500)])
+    archive.flush()
+    hits = archive.search("s", keywords.parse("sandbox"), 10**9, 300, 800, 32)
+    assert sorted(r.id for r, _ in hits) == [3, 4, 5, 6, 7]
+    assert found(archive, "s", "sand") and not found(archive, "s", "andbox")  # word starts only

@@ -51,3 +51,13 @@ def test_sigkill_during_a_burst_loses_no_acknowledged_append(make_server):
             assert [m.role for m in window] == [pb.ROLE_USER, pb.ROLE_ASSISTANT] * (len(window) // 2)
             history = server.data_dir / "sessions" / session_id / "history.json"
             assert len(msgspec.json.decode(history.read_bytes())) == len(window)
+
+
+def test_short_kill_loop_loses_nothing(tmp_path):
+    """A few iterations of the seeded kill -9 loop (make test-crash runs the long one)."""
+    from tests import crashloop
+
+    findings = crashloop.run(iterations=6, seed=20261129, data_dir=tmp_path / "data")
+    assert findings.iterations == 6 and findings.acknowledged > 0
+    assert findings.problems == []
+    assert findings.verified == findings.acknowledged

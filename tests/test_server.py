@@ -132,3 +132,15 @@ def test_logs_carry_no_conversation_text(server):
             client.append("s", [("user", secret), ("user", "")])
     server.terminate()
     assert not any(secret in line for line in server.log_lines)
+
+
+@pytest.mark.parametrize("payload", [b"\x0a\x03\xff\xfe\xfd", b"\xff\xff\xff", b"\x12\x05\x1a\x03\xc3\x28\x41"])
+def test_undecodable_request_bytes_are_invalid_argument_not_unknown(server, payload):
+    with grpc.insecure_channel(server.tcp) as channel:
+        append = channel.unary_unary("/memsvc.v1.MemoryService/Append", request_serializer=lambda raw: raw,
+                                     response_deserializer=lambda raw: raw)
+        with pytest.raises(grpc.RpcError) as caught:
+            append(payload, timeout=10)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "could not be decoded" in caught.value.details()
+    assert not (server.data_dir / "sessions").exists() or not any((server.data_dir / "sessions").iterdir())

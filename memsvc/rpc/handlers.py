@@ -27,8 +27,11 @@ def shape(handler: grpc.RpcMethodHandler) -> str:
     return _SHAPES[handler.request_streaming, handler.response_streaming][0]
 
 
-def rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Behaviour], Behaviour]) -> grpc.RpcMethodHandler:
-    """A handler of the same shape and serializers whose behaviour is `wrap(original behaviour)`."""
+def rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Behaviour], Behaviour],
+           request_deserializer: Callable[[bytes], Any] | None = None) -> grpc.RpcMethodHandler:
+    """A handler of the same shape and serializers (unless a deserializer is given) whose
+    behaviour is `wrap(original behaviour)`."""
     attribute, make = _SHAPES[handler.request_streaming, handler.response_streaming]
-    return make(wrap(getattr(handler, attribute)), request_deserializer=handler.request_deserializer,
+    return make(wrap(getattr(handler, attribute)),
+                request_deserializer=request_deserializer or handler.request_deserializer,
                 response_serializer=handler.response_serializer)
