@@ -49,7 +49,7 @@ class App:
         self.jobs.register("temp-cleanup", "* * * * *", self.lifecycle.remove_idle_temporary)
         offset = int(settings.clock_offset_seconds * 1_000_000_000)
         self.lessons = Lessons(settings.store_dir / "lessons.sqlite3", ttl_days=settings.error_ttl_days,
-                               clock=lambda: time.time_ns() + offset)
+                               clock=lambda: time.time_ns() + offset, embedder=self.embedder)
         self.jobs.register("lesson-purge", settings.error_purge_schedule, self.lessons.purge_expired)
         self.jobs.start()
 

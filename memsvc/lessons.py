@@ -1,12 +1,12 @@
 """Error memory: lessons from tool failures, shared by every session.
 
 Owns `.store/lessons.sqlite3` (SQLite in WAL mode with synchronous=FULL, so a
-recorded lesson is on disk before the reply), what a lesson is and which
-inputs are valid, which lessons are kept (only resolved outcomes), dedup of a
-repeated lesson, the time to live (expiry = last hit + error_ttl_days,
-refreshed by every lookup hit), purging expired lessons, lookup, search,
-listing, update and delete. How a lesson matches an error text is
-lesson_match.py's.
+recorded lesson is on disk before the reply), what a lesson is, which
+lessons are kept (only resolved outcomes), dedup of a repeated lesson, the
+time to live (expiry = last hit + error_ttl_days, refreshed by every lookup
+hit), purging expired lessons, lookup, search, listing, update and delete.
+Which requests are valid is lesson_input.py's; how a lesson matches an
+error text is lesson_match.py's.
 
 Must never import protobuf or grpc, never log lesson text (ids and counts
 only), and never return an expired lesson.
@@ -15,13 +15,9 @@ only), and never return an expired lesson.
 from __future__ import annotations
 
 import array
-import base64
-import binascii
 import logging
-import re
 import sqlite3
 import threading
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +28,26 @@ import msgspec
 
 from . import durable
 from .errors import InvalidArgument, MemsvcError, NotFound, ResourceExhausted, Unavailable
+from .lesson_input import (
+    DEFAULT_LOOKUP_LIMIT,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_SEARCH_LIMIT,
+    MAX_ERROR_TEXT_BYTES,
+    MAX_LOOKUP_LIMIT,
+    MAX_PAGE_SIZE,
+    MAX_QUERY_CHARS,
+    MAX_SEARCH_LIMIT,
+    NewLesson,
+    check_id,
+    check_new,
+    check_size,
+    check_text,
+    check_tool_name,
+    clamp,
+    decode_token,
+    encode_token,
+    user_keywords,
+)
 from .lesson_match import (
     ERROR_TYPE_PREFIX,
     MIN_SIMILARITY,
@@ -43,23 +59,10 @@ from .lesson_match import (
     relevance,
     render_related,
 )
-from .sessions import check_session_id
 
 log = logging.getLogger(__name__)
 
 NANOS_PER_DAY = 86_400 * 1_000_000_000
-OUTCOMES = ("resolved", "failed", "abandoned")
-MAX_TOOL_NAME_CHARS = 128
-MAX_TEXT_BYTES = 16 * 1024
-"Largest symptom, cause or action."
-MAX_ERROR_TEXT_BYTES = 64 * 1024
-"Largest error text a lookup may carry."
-MAX_KEYWORDS = 32
-MAX_KEYWORD_CHARS = 128
-MAX_QUERY_CHARS = 1024
-DEFAULT_LOOKUP_LIMIT, MAX_LOOKUP_LIMIT = 3, 32
-DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT = 8, 32
-DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 500
 
 
 class Embedder(Protocol):
@@ -69,17 +72,6 @@ class Embedder(Protocol):
     "Identity of the vector space; a lesson embedded under another name is embedded again."
 
     def embed(self, texts: list[str]) -> list[list[float]]: ...
-
-
-class NewLesson(msgspec.Struct, kw_only=True):
-    tool_name: str
-    symptom: str
-    outcome: str
-    "resolved, failed or abandoned; empty when the caller did not say."
-    action: str = ""
-    cause: str = ""
-    keywords: list[str] = msgspec.field(default_factory=list)
-    session_id: str = ""
 
 
 class Lesson(msgspec.Struct, kw_only=True):
@@ -218,25 +210,25 @@ class Lessons:
 
     def record(self, new: NewLesson) -> Recorded:
         """Store a resolved lesson, or refresh the one it repeats; discard other outcomes."""
-        tool_name, symptom = _check_new(new)
+        new = check_new(new)
         if new.outcome != "resolved":
             return Recorded(None, stored=False, refreshed=False, detail=(
                 f"outcome {new.outcome} is not stored: only resolved lessons are kept, "
                 "so an approach that did not work is never suggested again"))
-        keywords = _user_keywords(new.keywords)
-        vector = self._embed_one(f"{symptom}\n{new.cause}")
+        keywords = new.keywords
+        vector = self._embed_one(f"{new.symptom}\n{new.cause}")
         now = self.clock()
         with self._transaction("recording a lesson") as db:
             db.execute("DELETE FROM lessons WHERE expires_at <= ?", (now,))
-            key = (tool_name.casefold(), normalize_symptom(symptom))
+            key = (new.tool_name.casefold(), normalize_symptom(new.symptom))
             row = db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE tool_key = ? AND symptom_key = ?", key).fetchone()
             if row is None:
-                lesson = Lesson(id=uuid.uuid4().hex, tool_name=tool_name, keywords=[], symptom=symptom,
+                lesson = Lesson(id=uuid.uuid4().hex, tool_name=new.tool_name, keywords=[], symptom=new.symptom,
                                 cause=new.cause, action=new.action, session_id=new.session_id, created_at=now,
                                 last_hit=now, expires_at=now + self.ttl, hit_count=0)
             else:
                 lesson = _lesson(row)
-                keywords = _user_keywords(lesson.keywords + keywords)
+                keywords = user_keywords(lesson.keywords + keywords)
                 lesson.cause, lesson.action = new.cause or lesson.cause, new.action
                 lesson.last_hit, lesson.expires_at, lesson.hit_count = now, now + self.ttl, lesson.hit_count + 1
             lesson.keywords = keywords + [ERROR_TYPE_PREFIX + classify(f"{lesson.symptom}\n{lesson.cause}")]
@@ -261,9 +253,9 @@ class Lessons:
         apart in cosine. Each adds to the score. With no error text, every lesson of the
         tool is related, most recently hit first.
         """
-        tool_name = _check_tool_name(tool_name)
-        _check_size("error_text", error_text, MAX_ERROR_TEXT_BYTES)
-        limit = _clamp(limit, DEFAULT_LOOKUP_LIMIT, MAX_LOOKUP_LIMIT)
+        tool_name = check_tool_name(tool_name)
+        check_size("error_text", error_text, MAX_ERROR_TEXT_BYTES)
+        limit = clamp(limit, DEFAULT_LOOKUP_LIMIT, MAX_LOOKUP_LIMIT)
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {_COLUMNS}, vector, vector_model FROM lessons WHERE tool_key = ? AND expires_at > ?",
@@ -349,7 +341,7 @@ class Lessons:
             raise InvalidArgument("query is empty: give a keyword to search for", reason="EMPTY_QUERY")
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", reason="QUERY_TOO_LONG")
-        limit = _clamp(limit, DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT)
+        limit = clamp(limit, DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT)
         with self._lock:  # the folded haystack narrows the scan in SQLite; the fields decide below
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE expires_at > ? AND instr(haystack, ?)",
                                     (self.clock(), folded)).fetchall()
@@ -365,25 +357,25 @@ class Lessons:
 
     def list_page(self, page_size: int = 0, page_token: str = "", tool_name: str = "") -> tuple[list[Lesson], str]:
         """One page of live lessons, newest first; the token is where the next page starts."""
-        page_size = _clamp(page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        page_size = clamp(page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         where, args = ["expires_at > ?"], [self.clock()]
         if tool_name:
             where.append("tool_key = ?")
-            args.append(_check_tool_name(tool_name).casefold())
+            args.append(check_tool_name(tool_name).casefold())
         if page_token:
-            created_at, last_id = _decode_token(page_token)
+            created_at, last_id = decode_token(page_token)
             where.append("(created_at < ? OR (created_at = ? AND id < ?))")
             args += [created_at, created_at, last_id]
         with self._lock:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE {' AND '.join(where)} "
                                     "ORDER BY created_at DESC, id DESC LIMIT ?", (*args, page_size + 1)).fetchall()
         lessons = [_lesson(row) for row in rows[:page_size]]
-        return lessons, _encode_token(lessons[-1]) if len(rows) > page_size else ""
+        return lessons, encode_token(lessons[-1].created_at, lessons[-1].id) if len(rows) > page_size else ""
 
     def update_action(self, lesson_id: str, action: str) -> Lesson:
         """Rewrite a lesson's action; its TTL, hits and everything else stay as they were."""
-        _check_id(lesson_id)
-        action = _check_text("action", action)
+        check_id(lesson_id)
+        action = check_text("action", action)
         with self._transaction("updating a lesson") as db:
             lesson = self._live(db, lesson_id)
             lesson.action = action
@@ -393,7 +385,7 @@ class Lessons:
         return lesson
 
     def delete(self, lesson_id: str) -> Lesson:
-        _check_id(lesson_id)
+        check_id(lesson_id)
         with self._transaction("deleting a lesson") as db:
             lesson = self._live(db, lesson_id)
             db.execute("DELETE FROM lessons WHERE id = ?", (lesson_id,))
@@ -407,88 +399,3 @@ class Lessons:
             raise NotFound(f"no error record with id {lesson_id!r} (never stored, deleted or expired)",
                            reason="ERROR_RECORD_NOT_FOUND")
         return _lesson(row)
-
-
-# -- validation and helpers ------------------------------------------------------
-
-def _check_new(new: NewLesson) -> tuple[str, str]:
-    tool_name = _check_tool_name(new.tool_name)
-    if not new.outcome:
-        raise InvalidArgument("outcome is required: resolved, failed or abandoned", reason="OUTCOME_REQUIRED")
-    if new.outcome not in OUTCOMES:
-        raise InvalidArgument(f"outcome must be one of {', '.join(OUTCOMES)}", reason="INVALID_OUTCOME")
-    symptom = _check_text("symptom", new.symptom)
-    _check_size("cause", new.cause, MAX_TEXT_BYTES)
-    if new.outcome == "resolved":
-        _check_text("action", new.action)
-    else:
-        _check_size("action", new.action, MAX_TEXT_BYTES)
-    if new.session_id:
-        check_session_id(new.session_id)
-    if len(new.keywords) > MAX_KEYWORDS:
-        raise InvalidArgument(f"{len(new.keywords)} keywords; at most {MAX_KEYWORDS}", reason="TOO_MANY_KEYWORDS")
-    for keyword in new.keywords:
-        if len(keyword) > MAX_KEYWORD_CHARS:
-            raise InvalidArgument(f"a keyword is longer than {MAX_KEYWORD_CHARS} characters",
-                                  reason="KEYWORD_TOO_LONG")
-    return tool_name, symptom
-
-
-def _check_tool_name(tool_name: str) -> str:
-    tool_name = tool_name.strip()
-    if not tool_name:
-        raise InvalidArgument("tool_name is required", reason="TOOL_NAME_REQUIRED")
-    if len(tool_name) > MAX_TOOL_NAME_CHARS or any(unicodedata.category(c)[0] == "C" for c in tool_name):
-        raise InvalidArgument(f"tool_name must be 1-{MAX_TOOL_NAME_CHARS} printable characters",
-                              reason="INVALID_TOOL_NAME")
-    return tool_name
-
-
-def _check_text(field: str, text: str) -> str:
-    if not text.strip():
-        raise InvalidArgument(f"{field} is required and must not be blank", reason=f"{field.upper()}_REQUIRED")
-    _check_size(field, text, MAX_TEXT_BYTES)
-    return text.strip()
-
-
-def _check_size(field: str, text: str, limit: int) -> None:
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > limit:
-        raise InvalidArgument(f"{field} is {size} bytes; at most {limit}", reason="FIELD_TOO_LARGE",
-                              metadata={"field": field})
-
-
-def _check_id(lesson_id: str) -> None:
-    if not lesson_id:
-        raise InvalidArgument("id is required", reason="ERROR_ID_REQUIRED")
-    if len(lesson_id) > 64:
-        raise InvalidArgument("id is not an error record id", reason="INVALID_ERROR_ID")
-
-
-def _user_keywords(keywords: list[str]) -> list[str]:
-    """Trimmed, blank and automatic ones dropped, case-insensitive duplicates dropped, order kept."""
-    kept: dict[str, str] = {}
-    for keyword in keywords:
-        keyword = keyword.strip()
-        if keyword and not keyword.casefold().startswith(ERROR_TYPE_PREFIX):
-            kept.setdefault(keyword.casefold(), keyword)
-    return list(kept.values())[:MAX_KEYWORDS]
-
-
-def _clamp(value: int, default: int, most: int) -> int:
-    return min(value or default, most)
-
-
-def _encode_token(lesson: Lesson) -> str:
-    return base64.urlsafe_b64encode(f"{lesson.created_at}.{lesson.id}".encode()).decode().rstrip("=")
-
-
-def _decode_token(token: str) -> tuple[int, str]:
-    try:
-        created_at, last_id = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().split(".")
-        if not re.fullmatch(r"[0-9a-f]{32}", last_id):
-            raise ValueError(last_id)
-        return int(created_at), last_id
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidArgument("page_token is not one this server issued; start again with an empty token",
-                              reason="INVALID_PAGE_TOKEN") from None

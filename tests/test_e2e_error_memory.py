@@ -63,6 +63,16 @@ def test_a_lesson_recorded_in_one_session_is_found_from_another(server):
         assert agent_b.lookup_errors("other_tool", "HTTP 403 Forbidden").records == []
 
 
+def test_the_configured_embedder_relates_lessons_that_share_no_word(server):
+    with server.client() as client:
+        record = client.record_error("notify", "webhooks undelivered", "re-register the endpoint").record
+        client.record_error("notify", "SMTP relay refused", "use the authenticated relay")
+        # "webhook" is not "webhooks": only the built-in embedder's character n-grams relate them
+        assert [r.id for r in client.lookup_errors("notify", "webhook undelivered").records] == [record.id]
+    with sqlite3.connect(server.data_dir / ".store" / "lessons.sqlite3") as db:
+        assert {row[0] for row in db.execute("SELECT vector_model FROM lessons")} == {"builtin-v1"}
+
+
 @pytest.mark.parametrize("outcome", [epb.OUTCOME_FAILED, epb.OUTCOME_ABANDONED])
 def test_failed_and_abandoned_outcomes_are_discarded_and_the_reply_says_so(client, outcome):
     reply = client.record_error("shell", "rm: permission denied", "", outcome=outcome, session_id="s1")

@@ -12,7 +12,8 @@ from memsvc import config
 from memsvc.app import App
 from memsvc.errors import InvalidArgument, NotFound
 from memsvc.jobs import Scheduler
-from memsvc.lessons import MAX_TEXT_BYTES, NANOS_PER_DAY, Lessons, NewLesson
+from memsvc.lesson_input import MAX_TEXT_BYTES, NewLesson
+from memsvc.lessons import NANOS_PER_DAY, Lessons
 
 DAY = NANOS_PER_DAY
 T0 = 1_800_000_000 * 10**9

@@ -12,7 +12,8 @@ import asyncio
 import grpc
 
 from ..app import App
-from ..lessons import Lesson, NewLesson
+from ..lesson_input import NewLesson
+from ..lessons import Lesson
 from ..v1 import error_memory_pb2 as pb
 from ..v1 import error_memory_pb2_grpc
 from .convert import enum_name
