@@ -78,6 +78,9 @@ test: install local-model node-test go-test ## run every test against real serve
 test-crash: install ## the long seeded kill -9 loop (ARGS="--iterations 300 --seed 1"), reports iterations and findings
 	$(BIN)/python -m tests.crashloop $(ARGS)
 
+test-load: install ## a bounded load run over loopback (ARGS="--clients 32 --seconds 60"): throughput, p50/p99, errors, memory
+	$(BIN)/python -m tests.loadrun $(ARGS)
+
 lint: install ## lint the contract and the code
 	cd proto && ../$(BIN)/buf lint
 	$(BIN)/ruff check memsvc tests benchmarks
@@ -92,4 +95,4 @@ bench-vectors: install local-model ## the vector index at 10k and 100k vectors v
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash help install local-model proto check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors
+.PHONY: test-crash test-load help install local-model proto check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors

@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 import tantivy
 
-from . import durable, failpoints, keywords
+from . import durable, failpoints, keywords, metrics
 from .errors import Unavailable
 from .history import Record
 
@@ -78,6 +78,10 @@ class Archive:
         self._writer = self.index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
         self._thread = threading.Thread(target=self._run, name="archive-writer", daemon=True)
         self._thread.start()
+        metrics.gauge("archive_queue_depth", "Archive operations queued but not committed.",
+                      lambda: self._queued - self._committed)
+        metrics.total("archive_committed_operations_total", "Archive operations committed.",
+                      lambda: self._committed)
 
     # -- DerivedStore ----------------------------------------------------------
 

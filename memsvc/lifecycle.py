@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, ExitStack
 
 import msgspec
 
-from . import failpoints, history
+from . import failpoints, history, metrics
 from .archive import Archive
 from .errors import MemsvcError, NotFound
 from .history import Record
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 AUTO_COMPACT_RATIO = 0.8
 TEMP_PREFIX = "temp-"
 TEMP_IDLE_NS = 30 * 60 * 1_000_000_000
+COMPACTIONS = metrics.counter("compactions_total", "Compactions that removed messages from history.json.",
+                              ("trigger",))
 
 
 class Compacted(msgspec.Struct):
@@ -88,7 +90,7 @@ class Lifecycle:
         with self.sessions.writing(session_id) as session:
             keep = self.sessions.settings.max_history_messages
             cut = pair_boundary(session.records, len(session.records) - keep)
-            return self._cut(session, cut)
+            return self._cut(session, cut, "manual")
 
     def auto_compact(self, session_id: str) -> Compacted:
         """Trim an oversize history to at most 80% of max_history_bytes."""
@@ -100,9 +102,9 @@ class Lifecycle:
             if not cut:
                 log.warning("history over its size limit has no pair boundary to cut at",
                             extra={"session": session_id, "bytes": session.size})
-            return self._cut(session, cut)
+            return self._cut(session, cut, "auto")
 
-    def _cut(self, session: Session, cut: int) -> Compacted:
+    def _cut(self, session: Session, cut: int, trigger: str) -> Compacted:
         if cut <= 0:
             return Compacted(0, self._start_at(session))
         # Nothing leaves history.json before the archive has committed it.
@@ -113,6 +115,7 @@ class Lifecycle:
         first_kept = session.records[0].id if session.records else session.next_id
         for store in self.sessions.derived:
             store.compacted(session.id, first_kept, start_at)
+        COMPACTIONS.labels(trigger).inc()
         log.info("compacted", extra={"session": session.id, "removed": len(removed), "bytes": session.size})
         return Compacted(len(removed), start_at)
 

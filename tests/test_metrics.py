@@ -119,3 +119,15 @@ def test_instruments_are_shared_by_name_and_named_under_the_prefix():
         metrics.gauge("memsvc_twice", "Prefixed by hand.", lambda: 0)
     with pytest.raises(ValueError):
         metrics.total("test_done", "Counters end in _total.", lambda: 0)
+
+
+def test_archive_and_compaction_metrics(make_server):
+    server = make_server("--metrics-listen", "127.0.0.1:0", "--max-history-messages", "2")
+    with server.client() as client:
+        for index in range(3):
+            client.append("s", [("user", f"q{index}"), ("assistant", "a")])
+        assert client.compact("s").removed == 4
+    samples = scrape(server)
+    assert samples[("memsvc_compactions_total", frozenset({"trigger": "manual"}.items()))] == 1
+    assert samples[("memsvc_archive_committed_operations_total", frozenset())] >= 3
+    assert samples[("memsvc_archive_queue_depth", frozenset())] == 0
