@@ -14,6 +14,9 @@ package memsvc
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"regexp"
@@ -21,6 +24,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
 	"memsvc.dev/clients/go/memsvcv1"
@@ -44,6 +48,7 @@ type Option func(*settings)
 type settings struct {
 	timeout     time.Duration
 	token       string
+	tls         *tls.Config
 	dialOptions []grpc.DialOption
 }
 
@@ -56,6 +61,33 @@ func WithTimeout(timeout time.Duration) Option {
 // started with token_file.
 func WithToken(token string) Option {
 	return func(s *settings) { s.token = token }
+}
+
+// WithTLS speaks TLS to a TCP target (memsvc serves unix sockets in
+// plaintext). TLSConfig builds the config from PEM files' contents; an empty
+// &tls.Config{} trusts the system's CAs.
+func WithTLS(config *tls.Config) Option {
+	return func(s *settings) { s.tls = config }
+}
+
+// TLSConfig trusts the server's CA (caPEM; nil for the system's CAs) and,
+// for mTLS, presents a client certificate (certPEM and keyPEM, or both nil).
+func TLSConfig(caPEM, certPEM, keyPEM []byte) (*tls.Config, error) {
+	config := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caPEM != nil {
+		config.RootCAs = x509.NewCertPool()
+		if !config.RootCAs.AppendCertsFromPEM(caPEM) {
+			return nil, errors.New("memsvc TLS: no certificate in the CA PEM")
+		}
+	}
+	if certPEM != nil || keyPEM != nil {
+		certificate, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("memsvc TLS client certificate: %w", err)
+		}
+		config.Certificates = []tls.Certificate{certificate}
+	}
+	return config, nil
 }
 
 // WithDialOptions adds gRPC dial options (keepalive, message sizes, ...).
@@ -75,8 +107,15 @@ func Dial(target string, options ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	security := grpc.WithInsecure()
+	if s.tls != nil {
+		if strings.HasPrefix(target, "unix:") {
+			return nil, errors.New("memsvc serves unix sockets in plaintext: drop WithTLS for a unix target")
+		}
+		security = grpc.WithTransportCredentials(credentials.NewTLS(s.tls))
+	}
 	dialOptions := []grpc.DialOption{
-		grpc.WithInsecure(),
+		security,
 		grpc.WithContextDialer(dialer),
 		grpc.WithChainUnaryInterceptor(defaultDeadline(s.timeout), bearer(s.token), typedErrors),
 	}

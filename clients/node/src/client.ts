@@ -36,7 +36,7 @@ import {
   type SearchResponse,
   type SummarizeResponse,
 } from "./gen/memsvc/v1/memory_pb.js";
-import { parseTarget, sessionManager } from "./target.js";
+import { parseTarget, sessionManager, type TlsOptions } from "./target.js";
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 
@@ -45,6 +45,8 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Bearer token, for a server started with token_file. */
   token?: string;
+  /** TLS to a TCP target: `true` trusts the system's CAs; or the server's CA and, for mTLS, a client cert and key. */
+  tls?: boolean | TlsOptions;
 }
 
 /** Per-call options: a deadline overriding the default, and an AbortSignal to cancel. */
@@ -85,8 +87,9 @@ export class MemsvcClient {
   private readonly sessions: Http2SessionManager;
 
   constructor(target: string, options: ClientOptions = {}) {
-    const endpoint = parseTarget(target);
-    this.sessions = sessionManager(endpoint);
+    const tls = options.tls === true ? {} : options.tls || undefined;
+    const endpoint = parseTarget(target, tls !== undefined);
+    this.sessions = sessionManager(endpoint, tls);
     const interceptors: Interceptor[] = [];
     if (options.token) {
       const authorization = `Bearer ${options.token}`;

@@ -5,6 +5,7 @@
  */
 export { type Call, type ClientOptions, DEFAULT_TIMEOUT_MS, MemsvcClient, type MessageLike } from "./client.js";
 export { grpcCodeName, MemsvcError } from "./errors.js";
+export type { TlsOptions } from "./target.js";
 export { Code } from "@connectrpc/connect";
 export * from "./gen/memsvc/v1/error_memory_pb.js";
 export * from "./gen/memsvc/v1/memory_pb.js";

@@ -1,10 +1,18 @@
 /**
  * Turns a memsvc target ("127.0.0.1:50051", "[::1]:50051", "unix:///run/memsvc.sock",
- * "unix:relative.sock") into the HTTP/2 session that reaches it. Owns only
- * addressing: it must never know about RPCs, deadlines or errors.
+ * "unix:relative.sock") and its TLS settings into the HTTP/2 session that
+ * reaches it. Owns only addressing and transport security: it must never
+ * know about RPCs, deadlines or errors.
  */
 import { connect, type Socket } from "node:net";
 import { Http2SessionManager } from "@connectrpc/connect-node";
+
+/** PEM material for TLS; without `ca` the system's CAs are trusted. `cert` and `key` are for mTLS. */
+export interface TlsOptions {
+  ca?: string | Buffer;
+  cert?: string | Buffer;
+  key?: string | Buffer;
+}
 
 /** The base URL gRPC paths are resolved against and, for unix sockets, the socket path. */
 export interface Endpoint {
@@ -12,7 +20,10 @@ export interface Endpoint {
   socketPath?: string;
 }
 
-export function parseTarget(target: string): Endpoint {
+export function parseTarget(target: string, tls = false): Endpoint {
+  if (tls && target.startsWith("unix:")) {
+    throw new TypeError("memsvc serves unix sockets in plaintext: drop the tls option for a unix target");
+  }
   if (target.startsWith("unix://")) {
     return unixEndpoint(target.slice("unix://".length), target);
   }
@@ -22,7 +33,7 @@ export function parseTarget(target: string): Endpoint {
   if (!/^(\[[0-9a-fA-F:.]+\]|[^:/\s]+):\d+$/.test(target)) {
     throw new TypeError(`memsvc target must be HOST:PORT or unix:///path, got ${JSON.stringify(target)}`);
   }
-  return { baseUrl: `http://${target}` };
+  return { baseUrl: `${tls ? "https" : "http"}://${target}` };
 }
 
 function unixEndpoint(socketPath: string, target: string): Endpoint {
@@ -34,8 +45,8 @@ function unixEndpoint(socketPath: string, target: string): Endpoint {
 }
 
 /** One HTTP/2 session manager per client: it reconnects on demand and closes with `abort()`. */
-export function sessionManager(endpoint: Endpoint): Http2SessionManager {
+export function sessionManager(endpoint: Endpoint, tls: TlsOptions = {}): Http2SessionManager {
   const socketPath = endpoint.socketPath;
-  const nodeOptions = socketPath === undefined ? {} : { createConnection: (): Socket => connect(socketPath) };
+  const nodeOptions = socketPath === undefined ? { ...tls } : { createConnection: (): Socket => connect(socketPath) };
   return new Http2SessionManager(endpoint.baseUrl, {}, nodeOptions);
 }

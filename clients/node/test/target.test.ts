@@ -14,6 +14,10 @@ describe("parseTarget", () => {
     assert.deepEqual(parseTarget("unix:memsvc.sock"), { baseUrl: "http://localhost", socketPath: "memsvc.sock" });
   });
 
+  it("uses https for TLS targets", () => {
+    assert.deepEqual(parseTarget("127.0.0.1:50051", true), { baseUrl: "https://127.0.0.1:50051" });
+  });
+
   it("rejects targets it cannot reach", () => {
     for (const bad of ["", "localhost", "http://127.0.0.1:50051", "unix://", "127.0.0.1:port"]) {
       assert.throws(() => parseTarget(bad), TypeError, bad);
