@@ -34,7 +34,8 @@ class App:
         self.embedder = embedders.from_settings(settings)
         self.vectors = VectorStore(settings.store_dir / "vectors", self.embedder,
                                    lambda session_id: self.sessions.records_after(session_id, 0),
-                                   Tuning(settings.vector_rebuild_rows, settings.vector_trees, settings.vector_search_k))
+                                   Tuning(settings.vector_rebuild_rows, settings.vector_trees, settings.vector_search_k,
+                                          settings.max_open_sessions))
         self.sessions.derived.append(self.vectors)
         self.sessions.embeddings = self.vectors
         self.lifecycle = Lifecycle(self.sessions, self.archive)

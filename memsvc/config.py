@@ -49,7 +49,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Sessions stored on this server; an Append creating one more is RESOURCE_EXHAUSTED (SESSION_QUOTA_EXCEEDED)."
     max_concurrent_rpcs: int = 256
     "RPCs in flight on the main listeners; calls past this are refused with RESOURCE_EXHAUSTED, never queued."
-    archive_commit_seconds: float = 0.05
+    archive_commit_seconds: float = 1.0
     "Longest time the archive gathers appended messages before one commit."
     embedder: Literal["builtin", "sentence-transformers", "openai"] = "builtin"
     "Embedding provider for semantic search."
@@ -67,7 +67,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Vectors past the last Annoy build that start a background rebuild (or 5% of the index, if more)."
     vector_trees: int = 100
     "Annoy trees per build: more gives better recall and slower, bigger builds."
-    vector_search_k: int = 10000
+    vector_search_k: int = 15000
     "Annoy nodes inspected per query: more gives better recall and slower queries."
     llm_base_url: str = ""
     "Base URL of an OpenAI-compatible chat-completions endpoint."

@@ -133,6 +133,12 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     return classes, _constants(_MAX_POSITIONS, seed=0x5EED)
 
 
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """values in sorted_set, for a small set (np.isin sorts both sides every call)."""
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[at] == values
+
+
 class _Features:
     """The hashed features of a batch of texts, as parallel arrays."""
 
@@ -220,7 +226,7 @@ class BuiltinEmbedder(Embedder):
         if not len(hashes):
             return
         text = owner[starts]
-        stop = np.isin(hashes, self._stopwords)
+        stop = _member(hashes, self._stopwords)
         features.add(text, hashes, np.where(stop, _STOPWORD_WEIGHT, _WORD_WEIGHT), salt=1)
         content = np.flatnonzero(~stop)
         adjacent = np.flatnonzero(text[content[:-1]] == text[content[1:]])
@@ -247,7 +253,7 @@ class BuiltinEmbedder(Embedder):
         position = np.flatnonzero(in_script)
         if not len(position):
             return
-        stop = np.isin(codes[position], self._stop_characters)
+        stop = _member(codes[position], self._stop_characters)
         features.add(owner[position], codes[position], np.where(stop, 0.0, _CHARACTER_WEIGHT), salt=4)
         pairs = position[:-1][position[1:] == position[:-1] + 1]
         features.add(owner[pairs], codes[pairs] * np.uint64(0x100000001B3) + codes[pairs + 1],

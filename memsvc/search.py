@@ -110,6 +110,10 @@ class Searcher:
         self.clock = clock
         self.semantic = semantic
 
+    def may_wait(self, query: Query) -> bool:
+        """Semantic and hybrid search may load a session's index or call an embedding endpoint."""
+        return query.match != "keyword"
+
     def search(self, query: Query) -> Results:
         limits = bounds(query, self.clock())
         if query.match == "keyword":

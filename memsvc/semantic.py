@@ -109,12 +109,14 @@ class SemanticSearch:
     def _nearest(self, query: Query, limits: Bounds) -> tuple[list[Record], Nearest] | None:
         if query.vector:
             vector = self.vectors.query_vector(query.vector)
-        elif query.text.strip():
-            vector = self.embedder.vectors([query.text], attempts=1)[0]
-        else:
+        elif not query.text.strip():
             raise InvalidArgument("a semantic search needs a query or a query_embedding", reason="EMPTY_QUERY")
         session = self.sessions.reading(query.session_id)
-        if session is None or not vector.any():
+        if session is None:
+            return None
+        if not query.vector:
+            vector = self.embedder.vectors([query.text], attempts=1)[0]
+        if not vector.any():
             return None
         records = session.records  # grows only at its end while we read it; never copied per query
         eligible = Eligible(0, self._below_id(query, records), limits.since, limits.until)

@@ -234,6 +234,16 @@ class SessionVectors:
             del self.pending[stored]
         self.queue(records)
 
+    def idle(self) -> bool:
+        """Nothing in flight: the state can be dropped from memory and loaded again later."""
+        if not self.file_lock.acquire(blocking=False):
+            return False
+        try:
+            with self.lock:
+                return not (self.building or self.pending or self.prepared or self.build_process)
+        finally:
+            self.file_lock.release()
+
     def backoff(self) -> float:
         with self.lock:
             delay = RETRY_SECONDS[min(self.failures, len(RETRY_SECONDS) - 1)]

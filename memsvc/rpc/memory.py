@@ -66,8 +66,11 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     @translated
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
-        # Embedding the query may wait on a model or an HTTP endpoint: off the event loop.
-        results = await asyncio.to_thread(self.app.searcher.search, convert.query(request))
+        query = convert.query(request)
+        if self.app.searcher.may_wait(query):
+            results = await asyncio.to_thread(self.app.searcher.search, query)
+        else:
+            results = self.app.searcher.search(query)
         return pb.SearchResponse(hits=[convert.hit(hit) for hit in results.hits], unsearched=results.unsearched)
 
     @translated
