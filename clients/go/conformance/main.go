@@ -77,6 +77,10 @@ var runners = map[string]runner{
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.Reset(ctx, r.(*memsvcv1.ResetRequest))
 		}),
+	"RemoveSession": rpc(func() proto.Message { return &memsvcv1.RemoveSessionRequest{} },
+		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
+			return c.RemoveSession(ctx, r.(*memsvcv1.RemoveSessionRequest))
+		}),
 }
 
 func run(scenarioPath, target, session string) ([]result, error) {

@@ -10,7 +10,8 @@ import { type DescMessage, fromJson, type JsonValue, type MessageShape, toJson }
 import {
   AppendRequestSchema, AppendResponseSchema, CompactRequestSchema, CompactResponseSchema, GetContextRequestSchema,
   GetContextResponseSchema, GetSummaryRequestSchema, GetSummaryResponseSchema, MemsvcClient, MemsvcError,
-  ResetRequestSchema, ResetResponseSchema, SearchRequestSchema, SearchResponseSchema,
+  RemoveSessionRequestSchema, RemoveSessionResponseSchema, ResetRequestSchema, ResetResponseSchema,
+  SearchRequestSchema, SearchResponseSchema,
 } from "../src/index.js";
 
 interface Step {
@@ -38,6 +39,8 @@ const RUNNERS: Record<string, Runner> = {
   Compact: rpc(CompactRequestSchema, CompactResponseSchema, (client, r) => client.compact(r.sessionId)),
   GetSummary: rpc(GetSummaryRequestSchema, GetSummaryResponseSchema, (client, r) => client.getSummary(r.sessionId)),
   Reset: rpc(ResetRequestSchema, ResetResponseSchema, (client, r) => client.reset(r.sessionId, r.mode)),
+  RemoveSession: rpc(RemoveSessionRequestSchema, RemoveSessionResponseSchema,
+    (client, r) => client.removeSession(r.sessionId)),
 };
 
 async function main(): Promise<void> {
