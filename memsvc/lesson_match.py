@@ -8,13 +8,12 @@ owns those.
 
 from __future__ import annotations
 
-import array
-import math
 import re
 import unicodedata
 from typing import TYPE_CHECKING
 
 import msgspec
+import numpy as np
 
 if TYPE_CHECKING:
     from .lessons import Lesson
@@ -140,10 +139,10 @@ def relevance(lesson: Lesson, failure: Failure) -> float:
     return score
 
 
-def cosine(a: array.array, b: array.array) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    norm = math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
-    return dot / norm if norm else 0.0
+def cosines(query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Cosine of `query` with each row of `vectors`; 0 where either has no length."""
+    norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(query)
+    return np.divide(vectors @ query, norms, out=np.zeros(len(vectors), dtype=np.float64), where=norms > 0)
 
 
 def render_related(tool_name: str, lessons: list[Lesson]) -> str:

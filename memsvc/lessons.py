@@ -14,7 +14,6 @@ only), and never return an expired lesson.
 
 from __future__ import annotations
 
-import array
 import logging
 import sqlite3
 import threading
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 import msgspec
+import numpy as np
 
 from . import durable
 from .errors import InvalidArgument, MemsvcError, NotFound, ResourceExhausted, Unavailable
@@ -53,7 +53,7 @@ from .lesson_match import (
     MIN_SIMILARITY,
     Failure,
     classify,
-    cosine,
+    cosines,
     fold,
     normalize_symptom,
     relevance,
@@ -292,20 +292,22 @@ class Lessons:
         query = self._embed_one(error_text)
         if query is None:
             return {}
-        vectors: dict[str, array.array] = {}
+        vectors: dict[str, np.ndarray] = {}
         stale: list[Lesson] = []
         for lesson, row in zip(lessons, rows):
             stored = row[-2]
-            if stored is not None and row[-1] == self.embedder_name and len(stored) == len(query) * 4:
-                vectors[lesson.id] = array.array("f", stored)
+            if stored is not None and row[-1] == self.embedder_name and len(stored) == query.nbytes:
+                vectors[lesson.id] = np.frombuffer(stored, dtype=np.float32)
             else:
                 stale.append(lesson)
         if stale:
             vectors.update(self._reembed(stale))
-        scores = {lesson_id: cosine(query, vector) for lesson_id, vector in vectors.items()}
-        return {lesson_id: score for lesson_id, score in scores.items() if score >= MIN_SIMILARITY}
+        if not vectors:
+            return {}
+        scores = cosines(query, np.stack(list(vectors.values())))
+        return {lesson_id: float(score) for lesson_id, score in zip(vectors, scores) if score >= MIN_SIMILARITY}
 
-    def _reembed(self, lessons: list[Lesson]) -> dict[str, array.array]:
+    def _reembed(self, lessons: list[Lesson]) -> dict[str, np.ndarray]:
         """Embed lessons stored without a current vector (embedder changed or failed earlier) and keep them."""
         vectors = self._embed([f"{lesson.symptom}\n{lesson.cause}" for lesson in lessons])
         if vectors is None:
@@ -316,7 +318,8 @@ class Lessons:
                            (vector.tobytes(), self.embedder_name, lesson.id))
         return {lesson.id: vector for lesson, vector in zip(lessons, vectors)}
 
-    def _embed(self, texts: list[str]) -> list[array.array] | None:
+    def _embed(self, texts: list[str]) -> np.ndarray | None:
+        """(len(texts), dimension) float32, or None without a working embedder."""
         if self.embedder is None:
             return None
         try:
@@ -324,9 +327,9 @@ class Lessons:
         except Exception as exc:  # noqa: BLE001 - whatever the embedder raises, keyword relevance still answers
             log.warning("lesson embedding failed; keyword lookup only", extra={"error": type(exc).__name__})
             return None
-        return [array.array("f", vector) for vector in vectors]
+        return np.asarray(vectors, dtype=np.float32)
 
-    def _embed_one(self, text: str) -> array.array | None:
+    def _embed_one(self, text: str) -> np.ndarray | None:
         vectors = self._embed([text])
         return None if vectors is None else vectors[0]
 

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from memsvc.lesson_match import ERROR_CLASSES, Failure, classify, normalize_symptom, relevance, render_related, terms
+from memsvc.lesson_match import (
+    ERROR_CLASSES,
+    Failure,
+    classify,
+    cosines,
+    normalize_symptom,
+    relevance,
+    render_related,
+    terms,
+)
 from memsvc.lessons import Lesson
 
 
@@ -101,3 +111,10 @@ def test_related_errors_text_numbers_lessons_and_flattens_long_fields():
         "   fix: do that",
     ]
     assert render_related("t", []) == ""
+
+
+def test_cosines_compare_one_query_with_many_and_treat_empty_vectors_as_unrelated():
+    query = np.array([3.0, 4.0], dtype=np.float32)
+    rows = np.array([[6.0, 8.0], [-4.0, 3.0], [0.0, 0.0], [-3.0, -4.0]], dtype=np.float32)
+    assert cosines(query, rows) == pytest.approx([1.0, 0.0, 0.0, -1.0])
+    assert cosines(np.zeros(2, dtype=np.float32), rows) == pytest.approx([0.0] * 4)
