@@ -47,6 +47,8 @@ class EmbeddingFailed(Unavailable):
 class Embedder:
     name: str
     "Identity of the vector space: provider, model and version. Recorded beside every index."
+    instant = False
+    "True when a query embeds in well under a millisecond, with no I/O: callers need no thread for it."
 
     @property
     def dimension(self) -> int:
@@ -165,6 +167,7 @@ class BuiltinEmbedder(Embedder):
     """
 
     name = "builtin-v1"
+    instant = True
 
     def __init__(self, dimension: int):
         self._dimension = dimension

@@ -69,6 +69,8 @@ class SemanticPath(Protocol):
 
     def hybrid(self, query: Query, limits: Bounds, keyword: Callable[[Query, Bounds], list[Hit]]) -> Results: ...
 
+    def may_wait(self, query: Query) -> bool: ...
+
 
 class Bounds(msgspec.Struct, frozen=True):
     """A checked query: limit resolved, time window as [since, until)."""
@@ -112,7 +114,7 @@ class Searcher:
 
     def may_wait(self, query: Query) -> bool:
         """Semantic and hybrid search may load a session's index or call an embedding endpoint."""
-        return query.match != "keyword"
+        return query.match != "keyword" and (self.semantic is None or self.semantic.may_wait(query))
 
     def search(self, query: Query) -> Results:
         limits = bounds(query, self.clock())

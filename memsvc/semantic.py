@@ -60,6 +60,11 @@ class SemanticSearch:
         self.vectors = vectors
         self.embedder = embedder
 
+    def may_wait(self, query: Query) -> bool:
+        """False when the search needs no thread: an instant embedder (or the client's
+        vector) and an index already in memory with nothing pending."""
+        return not ((query.vector or self.embedder.instant) and self.vectors.ready(query.session_id))
+
     def semantic(self, query: Query, limits: Bounds) -> Results:
         found = self._nearest(query, limits)
         if found is None:

@@ -161,6 +161,15 @@ class VectorStore:
 
     # -- search --------------------------------------------------------------
 
+    def ready(self, session_id: str) -> bool:
+        """The session's index is in memory with nothing pending: a search does no I/O and embeds nothing."""
+        with self._registry:
+            state = self._states.get(session_id)
+        if state is None:
+            return False
+        with state.lock:
+            return state.loaded and not state.pending
+
     def nearest(self, session_id: str, records: list[Record], query: np.ndarray, limit: int,
                 eligible: Eligible) -> Nearest:
         """The `limit` most similar qualifying messages, best first."""

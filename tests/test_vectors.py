@@ -269,3 +269,11 @@ def test_eligibility_filters_ids_time_and_window(harness):
     window = Eligible(0, 51, base + 10, base + 41)
     found = harness.search("s", "note talking about", limit=32, eligible=window)
     assert found.ids and all(10 <= id_ <= 40 for id_ in found.ids) and len(found.ids) == 31 - 0
+
+
+def test_ready_means_in_memory_with_nothing_pending(harness):
+    assert not harness.store.ready("s")
+    harness.store.recover("s", [])
+    harness.append("s", conversation(5))
+    wait_for(lambda: harness.store.ready("s"))
+    assert not harness.store.ready("other")
