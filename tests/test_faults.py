@@ -143,3 +143,20 @@ def test_a_really_full_disk_refuses_appends_and_recovers_when_space_returns(make
         stored = contents(client, "s")
         assert stored[0] == "before the disk filled" and stored[-1] == "space is back"
         assert len(stored) == 2 + 20 - refused
+
+
+def test_a_hung_embedding_endpoint_blocks_no_append_or_read(make_server):
+    from tests.embedding_server import EmbeddingServer
+
+    with EmbeddingServer(dimension=32) as endpoint:
+        endpoint.delay = 30.0  # every embedding request hangs far past the calls below
+        server = make_server("--embedder", "openai", "--embedding-base-url", endpoint.base_url,
+                             "--embedding-dimensions", "32", "--embedding-model", "slow")
+        with server.client(timeout=5) as client:
+            for index in range(5):
+                client.append("s", [("user", f"slow{index}x question"), ("assistant", "answer")])
+            assert len(client.get_context("s").window) == 10
+            assert len(client.search("s", "slow3x", match=pb.MATCH_KEYWORD).hits) == 1
+            assert client.compact("s").removed == 0
+        endpoint.delay = 0.0
+        server.kill()  # do not wait for the hung requests to drain
