@@ -19,6 +19,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -63,6 +64,8 @@ from .lesson_match import (
 log = logging.getLogger(__name__)
 
 NANOS_PER_DAY = 86_400 * 1_000_000_000
+EMBED_WAIT_SECONDS = 2.0
+"Longest a lookup or record waits for the embedding provider before answering by keywords alone."
 
 
 class Embedder(Protocol):
@@ -156,6 +159,9 @@ class Lessons:
         self.clock = clock
         self.embedder = embedder
         self.embedder_name = "" if embedder is None else embedder.name
+        self._embedder_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lessons-embed")
+        self._embedding: Future[list[list[float]]] | None = None
+        self._embedding_lock = threading.Lock()
         self._lock = threading.Lock()
         durable.ensure_dir(path.parent)
         self._db = self._open()
@@ -181,6 +187,7 @@ class Lessons:
         return db
 
     def close(self) -> None:
+        self._embedder_thread.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             self._db.close()
 
@@ -319,11 +326,21 @@ class Lessons:
         return {lesson.id: vector for lesson, vector in zip(lessons, vectors)}
 
     def _embed(self, texts: list[str]) -> np.ndarray | None:
-        """(len(texts), dimension) float32, or None without a working embedder."""
+        """(len(texts), dimension) float32, or None without a working embedder.
+
+        A provider that hangs must not hold a lookup: the call gets EMBED_WAIT_SECONDS,
+        and while an earlier call is still out no new one is started.
+        """
         if self.embedder is None:
             return None
+        with self._embedding_lock:
+            if self._embedding is not None and not self._embedding.done():
+                log.warning("lesson embedding still waiting on the provider; keyword lookup only")
+                return None
+            self._embedding = self._embedder_thread.submit(self.embedder.embed, texts)
+            running = self._embedding
         try:
-            vectors = self.embedder.embed(texts)
+            vectors = running.result(timeout=EMBED_WAIT_SECONDS)
         except Exception as exc:  # noqa: BLE001 - whatever the embedder raises, keyword relevance still answers
             log.warning("lesson embedding failed; keyword lookup only", extra={"error": type(exc).__name__})
             return None

@@ -160,3 +160,21 @@ def test_a_hung_embedding_endpoint_blocks_no_append_or_read(make_server):
             assert client.compact("s").removed == 0
         endpoint.delay = 0.0
         server.kill()  # do not wait for the hung requests to drain
+
+
+def test_a_hung_embedding_endpoint_does_not_hold_error_memory_lookups(make_server):
+    from tests.embedding_server import EmbeddingServer
+
+    with EmbeddingServer(dimension=32) as endpoint:
+        server = make_server("--embedder", "openai", "--embedding-base-url", endpoint.base_url,
+                             "--embedding-dimensions", "32", "--embedding-model", "slow")
+        with server.client(timeout=10) as client:
+            client.record_error("shell", "permission denied writing /etc/hosts", "use sudo")
+            endpoint.delay = 60.0
+            for _ in range(3):  # each answers by keywords within the bounded wait
+                found = client.lookup_errors("shell", "permission denied writing /etc/passwd")
+                assert [record.action for record in found.records] == ["use sudo"]
+            client.record_error("shell", "disk quota exceeded", "clean the cache")
+            assert len(client.search_errors("quota").records) == 1
+        endpoint.delay = 0.0
+        server.kill()
