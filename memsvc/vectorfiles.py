@@ -18,6 +18,7 @@ never decide what is indexed (vectors.py) or build an index (annoygen.py).
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import zlib
@@ -135,17 +136,14 @@ def create_manifest(directory: Path, manifest: Manifest) -> None:
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
-    """An .npy file written under a temp name, fsynced and renamed."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("wb") as handle:
-        np.save(handle, array, allow_pickle=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    """An .npy file, written atomically."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    durable.atomic_write(path, buffer.getbuffer())
 
 
 def publish(temporary: Path, final: Path) -> None:
-    """Make a file written under a temp name durable, then give it its name."""
+    """Make a file another library wrote under a temp name (Annoy's) durable, then give it its name."""
     fd = os.open(temporary, os.O_RDONLY)
     try:
         os.fsync(fd)
