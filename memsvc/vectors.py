@@ -40,6 +40,9 @@ from .vectorstate import SessionVectors, load, record_rows
 log = logging.getLogger(__name__)
 
 EMBED_BATCH = 128
+EMBED_GATHER_SECONDS = 0.02
+DRAIN_SECONDS = 5.0
+"How long a shutdown waits for the embed worker to store what is queued."
 QUERY_EMBED_LIMIT = 256
 "Pending messages a search embeds itself; past this it reports them as unsearched."
 
@@ -73,6 +76,7 @@ class VectorStore:
         self._builds: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._wake = threading.Condition()
         self._stopping = False
+        self._embedded_batches = 0
         durable.ensure_dir(root)
         durable.sweep_deleted(root)
         # The products here are small: one BLAS thread answers in a fraction of
@@ -246,14 +250,20 @@ class VectorStore:
         except Exception:
             log.exception("embedder failed to load")
         while (state := self._next(self._ready)) is not None:
+            # Let a busy session gather a batch: one embedding call and one tail write for many
+            # messages, instead of one each competing with the server's threads for the GIL.
+            time.sleep(EMBED_GATHER_SECONDS)
             try:
                 more = self._embed_some(state)
             except Exception:
                 log.exception("vector worker failed", extra={"session_id": state.id})
                 state.backoff()
                 more = True
-            if more:
-                self._notify(state.id, self._ready)
+            with self._wake:
+                if more:
+                    self._ready[state.id] = None
+                self._embedded_batches += 1
+                self._wake.notify_all()
 
     def _embed_some(self, state: SessionVectors) -> bool:
         """Embed and store one batch of the session's pending messages; True if more remain."""
@@ -315,7 +325,12 @@ class VectorStore:
             self._notify(state.id, self._builds)
 
     def close(self) -> None:
+        """Store what is ready (client-supplied vectors above all) for up to DRAIN_SECONDS, then stop."""
+        deadline = time.monotonic() + DRAIN_SECONDS
         with self._wake:
+            while self._ready and (left := deadline - time.monotonic()) > 0:
+                batches = self._embedded_batches
+                self._wake.wait_for(lambda: self._embedded_batches != batches, left)
             self._stopping = True
             self._wake.notify_all()
         with self._registry:

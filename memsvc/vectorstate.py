@@ -199,6 +199,7 @@ class SessionVectors:
         self.prepared: dict[int, np.ndarray] = {}
         "Vectors waiting to be stored: client-supplied, or embedded by a search."
         self.first_id = 0
+        self._generation_dead: tuple[object, int] = (None, 0)
         self.retry_at = 0.0
         self.failures = 0
         self.building = False
@@ -219,10 +220,16 @@ class SessionVectors:
 
     def dead_rows(self) -> int:
         tail_rows, _ = self.tail.view()
-        dead = int((tail_rows["id"] < self.first_id).sum())
-        if self.generation is not None:
-            dead += int((self.generation.rows["id"] < self.first_id).sum())
-        return dead
+        return int((tail_rows["id"] < self.first_id).sum()) + self._dead_in_generation()
+
+    def _dead_in_generation(self) -> int:
+        """Counted once per generation and floor: the generation never changes, and this runs per embed batch."""
+        if self.generation is None:
+            return 0
+        key = (id(self.generation), self.first_id)
+        if self._generation_dead[0] != key:
+            self._generation_dead = (key, int((self.generation.rows["id"] < self.first_id).sum()))
+        return self._generation_dead[1]
 
     def install(self, loaded: Loaded, records: list[Record]) -> None:
         self.manifest, self.on_disk, self.generation = loaded.manifest, loaded.on_disk, loaded.generation

@@ -31,6 +31,14 @@ def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def _read(path: Path) -> str:
+    """The file's text, or "" while a rebuild has it removed."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
 def index_dir(server, session_id: str) -> Path:
     return server.data_dir / ".store" / "vectors" / session_id
 
@@ -171,7 +179,8 @@ def test_client_supplied_vectors_must_match_the_dimension(make_server):
         with pytest.raises(MemsvcClientError) as old:
             client.search("s", "", query_embedding=axis[2])
         assert old.value.reason == "VECTOR_DIMENSION_MISMATCH"
-    assert json.loads((index_dir(server, "s") / "manifest.json").read_text())["dimension"] == 16
+    # the index of the old dimension is replaced in the background
+    wait_for(lambda: json.loads(_read(index_dir(server, "s") / "manifest.json") or "{}").get("dimension") == 16)
 
 
 @pytest.fixture
@@ -235,5 +244,6 @@ def test_reset_remove_and_compaction_reach_the_vectors(make_server):
         assert not index_dir(server, "s").exists()
         assert list(client.search("s", "planning topic", include_window=True).hits) == []
         client.append("t", [("user", "temporary thoughts")])
+        wait_for(lambda: (index_dir(server, "t") / "manifest.json").exists())  # embedded in the background
         assert client.remove_session("t").deleted.vectors == 1
         assert not index_dir(server, "t").exists()
