@@ -39,8 +39,7 @@ class App:
         self.sessions.derived.append(self.vectors)
         self.sessions.embeddings = self.vectors
         self.lifecycle = Lifecycle(self.sessions, self.archive)
-        self.searcher = Searcher(self.sessions, self.archive,
-                                 semantic=SemanticSearch(self.sessions, self.vectors, self.embedder))
+        self.searcher = Searcher(self.sessions, self.archive, SemanticSearch(self.sessions, self.vectors, self.embedder))
         # Reads across the compaction cut: messages compacted out before a run are still summarized.
         self.summarizer = Summarizer(settings, self.sessions, self.lifecycle.messages_after, summary_model,
                                      self.judge)

@@ -16,16 +16,15 @@ certificates; `tls=True` alone trusts the system's CAs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from .v1 import error_memory_pb2 as epb
-from .v1 import error_memory_pb2_grpc
+from .v1 import error_memory_pb2_grpc, memory_pb2_grpc
 from .v1 import memory_pb2 as pb
-from .v1 import memory_pb2_grpc
 
 DEFAULT_TIMEOUT = 10.0
 ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
@@ -73,7 +72,7 @@ class Client:
         self.memory = memory_pb2_grpc.MemoryServiceStub(self.channel)
         self.errors = error_memory_pb2_grpc.ErrorMemoryServiceStub(self.channel)
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

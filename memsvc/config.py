@@ -11,6 +11,7 @@ the paths of files that hold them).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import tomllib
 from pathlib import Path
@@ -129,7 +130,7 @@ def _field_docs() -> dict[str, str]:
     tree = ast.parse(inspect.getsource(Settings))
     docs: dict[str, str] = {}
     body = tree.body[0].body  # type: ignore[attr-defined]
-    for node, following in zip(body, body[1:]):
+    for node, following in itertools.pairwise(body):
         if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr):
             docs[node.target.id] = following.value.value  # type: ignore[union-attr]
     return docs

@@ -17,7 +17,6 @@ class Kind(enum.Enum):
     RESOURCE_EXHAUSTED = "resource_exhausted"
     UNAVAILABLE = "unavailable"
     UNAUTHENTICATED = "unauthenticated"
-    UNIMPLEMENTED = "unimplemented"
     INTERNAL = "internal"
 
 
@@ -58,9 +57,9 @@ class Unavailable(MemsvcError):
     reason = "UNAVAILABLE"
 
 
-class Unimplemented(MemsvcError):
-    kind = Kind.UNIMPLEMENTED
-    reason = "NOT_IMPLEMENTED_YET"
+class Unauthenticated(MemsvcError):
+    kind = Kind.UNAUTHENTICATED
+    reason = "INVALID_TOKEN"
 
 
 class InvalidSetting(Exception):

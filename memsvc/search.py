@@ -16,7 +16,7 @@ import msgspec
 
 from . import keywords
 from .archive import Archive
-from .errors import InvalidArgument, Unimplemented
+from .errors import InvalidArgument
 from .history import Record
 from .sessions import Session, Sessions, check_session_id
 
@@ -105,23 +105,21 @@ def bounds(query: Query, now: int) -> Bounds:
 
 
 class Searcher:
-    def __init__(self, sessions: Sessions, archive: Archive, clock: Callable[[], int] = time.time_ns,
-                 semantic: SemanticPath | None = None):
+    def __init__(self, sessions: Sessions, archive: Archive, semantic: SemanticPath,
+                 clock: Callable[[], int] = time.time_ns):
         self.sessions = sessions
         self.archive = archive
-        self.clock = clock
         self.semantic = semantic
+        self.clock = clock
 
     def may_wait(self, query: Query) -> bool:
         """Semantic and hybrid search may load a session's index or call an embedding endpoint."""
-        return query.match != "keyword" and (self.semantic is None or self.semantic.may_wait(query))
+        return query.match != "keyword" and self.semantic.may_wait(query)
 
     def search(self, query: Query) -> Results:
         limits = bounds(query, self.clock())
         if query.match == "keyword":
             return Results(self.keyword(query, limits))
-        if self.semantic is None:
-            raise Unimplemented(f"{query.match} search needs the vector tier")
         if query.match == "semantic":
             return self.semantic.semantic(query, limits)
         return self.semantic.hybrid(query, limits, self.keyword)

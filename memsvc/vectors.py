@@ -330,7 +330,7 @@ class VectorStore:
         with self._wake:
             while self._ready and (left := deadline - time.monotonic()) > 0:
                 batches = self._embedded_batches
-                self._wake.wait_for(lambda: self._embedded_batches != batches, left)
+                self._wake.wait_for(lambda seen=batches: self._embedded_batches != seen, left)
             self._stopping = True
             self._wake.notify_all()
         with self._registry:

@@ -21,11 +21,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import msgspec
 
-from memsvc.client import MemsvcClientError
+from memsvc.client import Client, MemsvcClientError
 from memsvc.v1 import memory_pb2 as pb
 from tests.conftest import ServerProcess
 
@@ -55,6 +56,18 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def _call(client: Client, kind: str, session_id: str, text: str, rng: random.Random) -> Any:
+    if kind == "append":
+        return client.append(session_id, [("user", text), ("assistant", "noted")])
+    if kind == "keyword":
+        return client.search(session_id, rng.choice(KEYWORDS), match=pb.MATCH_KEYWORD)
+    if kind == "semantic":
+        return client.search(session_id, rng.choice(TOPICS), match=pb.MATCH_SEMANTIC)
+    if kind == "context":
+        return client.get_context(session_id)
+    return client.compact(session_id)
+
+
 def _client(server: ServerProcess, number: int, stop: threading.Event, samples: dict[str, list[float]],
             errors: collections.Counter, violations: list[int], lock: threading.Lock) -> None:
     rng = random.Random(number)
@@ -65,18 +78,11 @@ def _client(server: ServerProcess, number: int, stop: threading.Event, samples: 
             roll = rng.random()
             session_id = SHARED if rng.random() < 0.3 else own
             text = f"{rng.choice(TOPICS)} c{number} " + "detail " * rng.randint(0, 40)
-            calls = {
-                "append": lambda: client.append(session_id, [("user", text), ("assistant", "noted")]),
-                "keyword": lambda: client.search(session_id, rng.choice(KEYWORDS), match=pb.MATCH_KEYWORD),
-                "semantic": lambda: client.search(session_id, rng.choice(TOPICS), match=pb.MATCH_SEMANTIC),
-                "context": lambda: client.get_context(session_id),
-                "compact": lambda: client.compact(session_id),
-            }
             kind = ("append" if roll < 0.6 else "keyword" if roll < 0.75 else "semantic" if roll < 0.85
                     else "context" if roll < 0.97 else "compact")
             started = time.perf_counter()
             try:
-                reply = calls[kind]()
+                reply = _call(client, kind, session_id, text, rng)
             except MemsvcClientError as error:
                 with lock:
                     errors[f"{kind}:{error.code.name}"] += 1

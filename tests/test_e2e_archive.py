@@ -73,7 +73,7 @@ def test_multi_word_ranking_prefers_messages_with_the_exact_words(client):
     pair(client, "s", "we deploy on friday, the deploy is risky on friday")
     pair(client, "s", "deploying happens every friday")
     hits = keyword(client, "s", "deploy friday")
-    assert [h.message.content for h in hits][0] == "we deploy on friday, the deploy is risky on friday"
+    assert hits[0].message.content == "we deploy on friday, the deploy is risky on friday"
     assert len(hits) == 2
 
 
@@ -85,7 +85,7 @@ def test_time_range_and_limit(client):
     client.append("s", [pb.Message(role=pb.ROLE_USER, content="old sandbox", send_at_unix_nano=now - 40 * day),
                         pb.Message(role=pb.ROLE_USER, content="week sandbox", send_at_unix_nano=now - 3 * day),
                         pb.Message(role=pb.ROLE_USER, content="today sandbox", send_at_unix_nano=now)])
-    contents = lambda **options: sorted(h.message.content for h in keyword(client, "s", "sandbox", **options))  # noqa: E731
+    contents = lambda **options: sorted(h.message.content for h in keyword(client, "s", "sandbox", **options))
     assert contents() == ["old sandbox", "today sandbox", "week sandbox"]
     assert contents(time_range=pb.TIME_RANGE_WEEK) == ["today sandbox", "week sandbox"]
     assert contents(time_range=pb.TIME_RANGE_DAY) == ["today sandbox"]

@@ -44,7 +44,7 @@ def digest(directory: Path) -> str:
 
 def run_import(source: Path, data_dir: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "memsvc", "import", str(source), "--data-dir", str(data_dir)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_import_then_serve(tmp_path, data_dir, make_server):

@@ -1,6 +1,6 @@
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -21,7 +21,7 @@ def taipei():
 
 
 def utc_ns(*parts: int) -> int:
-    return int(datetime(*parts, tzinfo=timezone.utc).timestamp()) * 1_000_000_000
+    return int(datetime(*parts, tzinfo=UTC).timestamp()) * 1_000_000_000
 
 
 def test_chinese_header_is_local_time_and_stripped(taipei):

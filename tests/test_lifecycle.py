@@ -73,7 +73,7 @@ def test_compact_reports_removed_and_start_at(world):
 
 
 def test_reset_keeps_or_drops_the_summary_and_ids_continue(world):
-    sessions, archive, lifecycle, _ = world
+    sessions, _, lifecycle, _ = world
     talk(sessions, "s", 3)
     summary = sessions.directory("s") / "summary.json"
     summary.write_text('{"key_decisions": [], "past_discussions": []}')
@@ -112,7 +112,7 @@ def test_idle_temporary_sessions_are_removed_from_every_store(world):
 
 
 def test_messages_after_reads_across_the_compaction_cut(world):
-    sessions, archive, lifecycle, _ = world
+    sessions, _, lifecycle, _ = world
     talk(sessions, "s", 5)
     lifecycle.compact("s")
     assert [r.id for r in sessions.records_after("s", 0)] == [9, 10]

@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memsvc.v1 import error_memory_pb2 as epb
-from memsvc.v1 import error_memory_pb2_grpc
+from memsvc.v1 import error_memory_pb2_grpc, memory_pb2_grpc
 from memsvc.v1 import memory_pb2 as pb
-from memsvc.v1 import memory_pb2_grpc
 from tests.conftest import ServerProcess
 
 DOCUMENTED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,

@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 
 from ..config import Settings
-from ..errors import InvalidSetting, Kind, MemsvcError
+from ..errors import InvalidSetting, Unauthenticated
 from .handlers import Behaviour, rewrap
 from .status import to_status
 
@@ -23,11 +23,6 @@ AUTHORIZATION = "authorization"
 SCHEME = "bearer"
 OPEN_SERVICES = ("/grpc.health.v1.Health/",)
 "Method prefixes served without a token: probes cannot carry one."
-
-
-class Unauthenticated(MemsvcError):
-    kind = Kind.UNAUTHENTICATED
-    reason = "INVALID_TOKEN"
 
 
 def _read(setting: str, path: str) -> bytes:

@@ -31,7 +31,6 @@ CODES = {
     Kind.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Kind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Kind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
-    Kind.UNIMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
     Kind.INTERNAL: grpc.StatusCode.INTERNAL,
 }
 
