@@ -8,6 +8,7 @@ sessions. Must never write a store's files itself: each store does that.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -87,36 +88,46 @@ class Lifecycle:
     def compact(self, session_id: str) -> Compacted:
         """Manual Compact: keep the window, cut on a pair boundary."""
         self.sessions.require(session_id)
-        with self.sessions.writing(session_id) as session:
-            keep = self.sessions.settings.max_history_messages
-            cut = pair_boundary(session.records, len(session.records) - keep)
-            return self._cut(session, cut, "manual")
+        keep = self.sessions.settings.max_history_messages
+        return self._compact(session_id, lambda session: pair_boundary(session.records, len(session.records) - keep),
+                             "manual")
 
     def auto_compact(self, session_id: str) -> Compacted:
         """Trim an oversize history to at most 80% of max_history_bytes."""
-        with self.sessions.writing(session_id) as session:
-            limit = self.sessions.settings.max_history_bytes
+        limit = self.sessions.settings.max_history_bytes
+
+        def cut_for(session: Session) -> int:
             if session.size <= limit:
-                return Compacted(0, self._start_at(session))
+                return 0
             cut = cut_for_size(session.records, int(limit * AUTO_COMPACT_RATIO))
             if not cut:
                 log.warning("history over its size limit has no pair boundary to cut at",
                             extra={"session": session_id, "bytes": session.size})
-            return self._cut(session, cut, "auto")
+            return cut
 
-    def _cut(self, session: Session, cut: int, trigger: str) -> Compacted:
-        if cut <= 0:
-            return Compacted(0, self._start_at(session))
-        # Nothing leaves history.json before the archive has committed it.
+        return self._compact(session_id, cut_for, "auto")
+
+    def _compact(self, session_id: str, cut_for: Callable[[Session], int], trigger: str) -> Compacted:
+        with self.sessions.writing(session_id) as session:
+            if cut_for(session) <= 0:
+                return Compacted(0, self._start_at(session))
+            last_queued = session.records[-1].id
+        # Nothing leaves history.json before the archive has committed it. The wait happens
+        # outside the session lock: Appends run on the event loop and must not stall behind it.
         self.archive.flush()
         failpoints.hit("lifecycle.compact.flushed")
-        removed = self.sessions.trim(session, cut)
-        start_at = self._start_at(session)
-        first_kept = session.records[0].id if session.records else session.next_id
-        for store in self.sessions.derived:
-            store.compacted(session.id, first_kept, start_at)
+        with self.sessions.writing(session_id) as session:
+            committed = bisect.bisect_right(session.records, last_queued, key=lambda record: record.id)
+            cut = min(cut_for(session), pair_boundary(session.records, committed))
+            if cut <= 0:
+                return Compacted(0, self._start_at(session))
+            removed = self.sessions.trim(session, cut)
+            start_at = self._start_at(session)
+            first_kept = session.records[0].id if session.records else session.next_id
+            for store in self.sessions.derived:
+                store.compacted(session.id, first_kept, start_at)
         COMPACTIONS.labels(trigger).inc()
-        log.info("compacted", extra={"session": session.id, "removed": len(removed), "bytes": session.size})
+        log.info("compacted", extra={"session": session_id, "removed": len(removed), "bytes": session.size})
         return Compacted(len(removed), start_at)
 
     def _start_at(self, session: Session) -> int:

@@ -24,7 +24,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
         messages = [convert.new_message(message, index) for index, message in enumerate(request.messages)]
-        result = self.app.sessions.append(request.session_id, messages, request.idempotency_key)
+        # The fsync waits off the event loop: a slow disk must not stall every other call.
+        result = await asyncio.to_thread(self.app.sessions.append, request.session_id, messages,
+                                         request.idempotency_key)
         return pb.AppendResponse(messages=[convert.message(record) for record in result.records],
                                  replayed=result.replayed)
 
