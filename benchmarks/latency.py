@@ -22,6 +22,8 @@ from memsvc.client import Client
 from memsvc.history import Record
 
 FOUR_MIB = 4 * 1024 * 1024
+SETTLE_SECONDS = 15.0
+"Time for the background work of opening a 4 MiB session (embedding, an index build) to finish."
 
 
 def prefill(data_dir: Path, session_id: str, size: int) -> int:
@@ -77,6 +79,7 @@ def main() -> None:
                 health = health_pb2_grpc.HealthStub(channel)
                 check = health_pb2.HealthCheckRequest()
                 client.get_context("big")  # open it once, as a live session is
+                time.sleep(SETTLE_SECONDS)  # its vectors are embedded and indexed in the background
                 results = interleaved({
                     "health_check": lambda: health.Check(check),
                     "append_empty": lambda: client.append("fresh", [("user", "hello")]),

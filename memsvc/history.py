@@ -31,7 +31,7 @@ CLOSING = b"]\n"
 EMPTY = OPENING + CLOSING
 
 
-class Record(msgspec.Struct, omit_defaults=True, rename={"send_at": "sendAt", "idempotency_key": "idempotencyKey"}):
+class Record(msgspec.Struct, omit_defaults=True, gc=False, rename={"send_at": "sendAt", "idempotency_key": "idempotencyKey"}):
     """One message as stored in history.json."""
 
     id: int = 0
