@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -218,4 +219,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # Lowest CPU priority: on a small machine a build must yield to the server's requests.
+    os.nice(19)
     sys.exit(main())

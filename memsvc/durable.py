@@ -44,6 +44,21 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def append_file(path: Path, data: bytes) -> None:
+    """Add `data` at the end of `path` (created if missing) and make it durable."""
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
+
+
 def write_at(fd: int, offset: int, data: bytes) -> None:
     """Write `data` at `offset` and make it durable before returning."""
     failpoints.hit("durable.write_at.start")

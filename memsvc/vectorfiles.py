@@ -170,18 +170,7 @@ class TailWriter:
         self.record_size = record_size(dimension)
 
     def append(self, rows: np.ndarray, vectors: np.ndarray) -> None:
-        new = not self.path.exists()
-        payload = self.records(rows, vectors)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        if new:
-            durable.fsync_dir(self.path.parent)
+        durable.append_file(self.path, self.records(rows, vectors))
 
     def records(self, rows: np.ndarray, vectors: np.ndarray) -> bytes:
         records = np.zeros((len(rows), self.record_size), dtype=np.uint8)

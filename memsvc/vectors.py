@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
-import os
 import subprocess
 import threading
 import time
@@ -42,7 +41,6 @@ log = logging.getLogger(__name__)
 
 EMBED_BATCH = 128
 EMBED_GATHER_SECONDS = 0.02
-BUILD_NICENESS = 19
 DRAIN_SECONDS = 5.0
 "How long a shutdown waits for the embed worker to store what is queued."
 QUERY_EMBED_LIMIT = 256
@@ -309,9 +307,7 @@ class VectorStore:
             return
         try:
             started = time.monotonic()
-            # Lowest CPU priority: on a small machine a build must yield to the server's requests.
-            process = subprocess.Popen(plan.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       preexec_fn=lambda: os.nice(BUILD_NICENESS))
+            process = subprocess.Popen(plan.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             with state.lock:
                 state.build_process = process
             stdout, stderr = process.communicate()

@@ -10,14 +10,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
+import grpc
 import pytest
 
-from memsvc.client import Client
+from memsvc.client import Client, MemsvcClientError
 from tests.llm_server import llm_server  # noqa: F401 - a chat-completions server on loopback, as a fixture
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 
 class ServerProcess:
@@ -85,6 +89,49 @@ class ServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.terminate()
         return self.start()
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> None:
+    """Poll until `condition()` is true: for background work (index builds, embedding)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.05)
+
+
+def kill_during_burst(server: ServerProcess, write: Callable[[Client, int, int], T], workers: int,
+                      until: int) -> list[T]:
+    """Call `write(client, worker, sequence)` from `workers` threads until `until` calls were
+    acknowledged, then SIGKILL the server with calls still in flight. Returns what each
+    acknowledged call returned; a call may fail only because the server died (UNAVAILABLE)."""
+    acknowledged: list[T] = []
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer(worker: int) -> None:
+        with server.client(timeout=5) as client:
+            sequence = 0
+            while not stop.is_set():
+                try:
+                    acknowledged.append(write(client, worker, sequence))
+                except MemsvcClientError as error:
+                    if error.code != grpc.StatusCode.UNAVAILABLE:
+                        failures.append(error)
+                    return
+                sequence += 1
+
+    threads = [threading.Thread(target=writer, args=(worker,)) for worker in range(workers)]
+    for thread in threads:
+        thread.start()
+    while len(acknowledged) < until and not failures:
+        stop.wait(0.001)
+    server.kill()
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    return acknowledged
 
 
 def _json(line: str) -> dict:

@@ -1,45 +1,23 @@
 """kill -9 right after a burst of acknowledged Appends loses none of them."""
 
-import threading
-
-import grpc
 import msgspec
 
-from memsvc.client import MemsvcClientError
 from memsvc.v1 import memory_pb2 as pb
+from tests.conftest import kill_during_burst
 
 
 def test_sigkill_during_a_burst_loses_no_acknowledged_append(make_server):
     # A window wide enough to read every message back through GetContext.
     server = make_server("--max-history-messages", "100000")
+
+    def append_pair(client, worker: int, sequence: int) -> tuple[str, str]:
+        session_id, text = f"s{worker % 4}", f"w{worker}-{sequence}"
+        client.append(session_id, [("user", text), ("assistant", text + "-reply")])
+        return session_id, text
+
     acknowledged: dict[str, list[str]] = {f"s{n}": [] for n in range(4)}
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def writer(session_id: str, worker: int) -> None:
-        with server.client(timeout=5) as client:
-            sequence = 0
-            while not stop.is_set():
-                text = f"w{worker}-{sequence}"
-                try:
-                    client.append(session_id, [("user", text), ("assistant", text + "-reply")])
-                except MemsvcClientError as error:
-                    if error.code != grpc.StatusCode.UNAVAILABLE:
-                        failures.append(error)
-                    return
-                acknowledged[session_id].append(text)
-                sequence += 1
-
-    threads = [threading.Thread(target=writer, args=(f"s{n % 4}", n)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    while sum(map(len, acknowledged.values())) < 400 and not failures:
-        stop.wait(0.001)
-    server.kill()  # appends are still in flight
-    stop.set()
-    for thread in threads:
-        thread.join()
-    assert not failures
+    for session_id, text in kill_during_burst(server, append_pair, workers=8, until=400):
+        acknowledged[session_id].append(text)
     server.start()
     with server.client() as client:
         for session_id, texts in acknowledged.items():

@@ -37,3 +37,10 @@ def test_second_lock_on_the_same_directory_fails_with_the_holder(tmp_path: Path)
     second = durable.DirectoryLock(tmp_path)
     second.acquire()
     second.release()
+
+
+def test_append_file_creates_then_appends(tmp_path: Path):
+    path = tmp_path / "tail.log"
+    durable.append_file(path, b"one;")
+    durable.append_file(path, b"two;")
+    assert path.read_bytes() == b"one;two;"

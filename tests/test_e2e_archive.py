@@ -5,6 +5,7 @@ import pytest
 
 from memsvc.client import MemsvcClientError
 from memsvc.v1 import memory_pb2 as pb
+from tests.conftest import wait_for
 
 
 def keyword(client, session_id, query, **options):
@@ -22,7 +23,7 @@ def test_keyword_search_finds_each_message_once_across_an_auto_compaction(make_s
         for index in range(120):
             pair(client, "s", f"turn {index}: the sandbox needs package p{index}x " + "padding " * 20)
         history = server.data_dir / "sessions/s/history.json"
-        assert history.stat().st_size <= 20000 or _eventually(lambda: history.stat().st_size <= 20000)
+        wait_for(lambda: history.stat().st_size <= 20000)
         for index in (0, 7, 60, 119):
             hits = keyword(client, "s", f"p{index}x", limit=32)
             assert [h.message.content.split(":")[0] for h in hits] == [f"turn {index}"]
@@ -30,16 +31,6 @@ def test_keyword_search_finds_each_message_once_across_an_auto_compaction(make_s
         assert sources == {pb.SOURCE_ARCHIVE, pb.SOURCE_RECENT}
         all_hits = keyword(client, "s", "sandbox", limit=32)
         assert len(all_hits) == 32 and len({h.message.id for h in all_hits}) == 32
-
-
-def _eventually(check, attempts=200):
-    import time
-
-    for _ in range(attempts):
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.mark.parametrize("content, query", [

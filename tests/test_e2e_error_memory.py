@@ -4,13 +4,13 @@ process, time moved by restarting it with --clock-offset-seconds."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 
 import grpc
 import pytest
 
 from memsvc.client import MemsvcClientError
 from memsvc.v1 import error_memory_pb2 as epb
+from tests.conftest import kill_during_burst
 
 DAY_SECONDS = 86_400
 DAY_NANOS = DAY_SECONDS * 10**9
@@ -212,33 +212,11 @@ def test_bad_queries_get_invalid_argument(client):
 
 def test_sigkill_right_after_acknowledged_records_loses_none(make_server):
     server = make_server()
-    acknowledged: list[str] = []
-    failures: list[BaseException] = []
-    stop = threading.Event()
 
-    def writer(worker: int) -> None:
-        with server.client(timeout=5) as client:
-            sequence = 0
-            while not stop.is_set():
-                try:
-                    reply = client.record_error(f"tool{worker}", f"failure {worker}-{sequence}", "the fix")
-                except MemsvcClientError as error:
-                    if error.code != grpc.StatusCode.UNAVAILABLE:
-                        failures.append(error)
-                    return
-                acknowledged.append(reply.record.id)
-                sequence += 1
+    def record(client, worker: int, sequence: int) -> str:
+        return client.record_error(f"tool{worker}", f"failure {worker}-{sequence}", "the fix").record.id
 
-    threads = [threading.Thread(target=writer, args=(worker,)) for worker in range(4)]
-    for thread in threads:
-        thread.start()
-    while len(acknowledged) < 200 and not failures:
-        stop.wait(0.001)
-    server.kill()  # records are still in flight
-    stop.set()
-    for thread in threads:
-        thread.join()
-    assert not failures
+    acknowledged = kill_during_burst(server, record, workers=4, until=200)
     server.start()
     with server.client() as client:
         stored = {record.id for record in all_records(client)}

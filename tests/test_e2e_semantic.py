@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -16,19 +14,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from memsvc import embedders, vectorfiles
 from memsvc.client import MemsvcClientError
 from memsvc.v1 import memory_pb2 as pb
+from tests.conftest import wait_for
 from tests.embedding_server import EmbeddingServer
 
 HAS_LOCAL_MODEL = (importlib.util.find_spec("sentence_transformers") is not None
                    and importlib.util.find_spec(embedders.LOCAL_MODEL_PACKAGE) is not None)
 FAST_BUILDS = ("--vector-rebuild-rows", "8", "--vector-trees", "4")
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.05)
 
 
 def _read(path: Path) -> str:

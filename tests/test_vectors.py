@@ -5,8 +5,6 @@ embedders (a real HTTP server on loopback), client-supplied vectors."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ from memsvc.embedders import BuiltinEmbedder, EmbeddingFailed, HttpEmbedder
 from memsvc.errors import FailedPrecondition, InvalidArgument
 from memsvc.history import Record
 from memsvc.vectors import QUERY_EMBED_LIMIT, Tuning, VectorStore
+from tests.conftest import wait_for
 from tests.embedding_server import EmbeddingServer
 
 EVERYTHING = Eligible(0, 2**63 - 1, 0, 2**63 - 1)
@@ -29,14 +28,6 @@ def conversation(count: int, start: int = 1) -> list[Record]:
     return [Record(id=n, role="user" if n % 2 else "assistant", send_at=1_700_000_000_000_000_000 + n,
                    content=f"note {n}: talking about {TOPICS[n % len(TOPICS)]} again, item{n}")
             for n in range(start, start + count)]
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.05)
 
 
 def manifest(directory: Path) -> dict:
