@@ -30,14 +30,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     A crash leaves either the old file or the new one, never a mix.
     """
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_synced(tmp, os.O_TRUNC, data)
     failpoints.hit("durable.atomic_write.synced")
     os.replace(tmp, path)
     failpoints.hit("durable.atomic_write.renamed")
@@ -47,16 +40,21 @@ def atomic_write(path: Path, data: bytes) -> None:
 def append_file(path: Path, data: bytes) -> None:
     """Add `data` at the end of `path` (created if missing) and make it durable."""
     created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    _write_synced(path, os.O_APPEND, data)
+    if created:
+        fsync_dir(path.parent)
+
+
+def _write_synced(path: Path, mode: int, data: bytes) -> None:
+    """Open `path` with `mode` (O_TRUNC or O_APPEND), write all of `data`, fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fdatasync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
-    if created:
-        fsync_dir(path.parent)
 
 
 def write_at(fd: int, offset: int, data: bytes) -> None:
