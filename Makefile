@@ -76,10 +76,10 @@ test: install local-model node-test go-test ## run every test against real serve
 	MEMSVC_REQUIRE_CLIENTS="node go" $(BIN)/python -m pytest -q $(ARGS)
 
 test-crash: install ## the long seeded kill -9 loop (ARGS="--iterations 300 --seed 1"), reports iterations and findings
-	$(BIN)/python -m tests.crashloop $(ARGS)
+	$(BIN)/python -m tests.reliability.crashloop $(ARGS)
 
 test-load: install ## a bounded load run over loopback (ARGS="--clients 32 --seconds 60"): throughput, p50/p99, errors, memory
-	$(BIN)/python -m tests.loadrun $(ARGS)
+	$(BIN)/python -m tests.reliability.loadrun $(ARGS)
 
 lint: install ## lint the contract and the code
 	cd proto && ../$(BIN)/buf lint

@@ -57,11 +57,13 @@ from common import ServerProcess, percentiles, save
 from corpus import CJK_RUN, SEED, conversation, draw_queries, session_name
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc import history, keywords
-from memsvc.archive import MAX_I64, Archive
+from memsvc.archive import keywords
+from memsvc.archive.index import Archive
 from memsvc.client import Client
-from memsvc.history import Record
+from memsvc.core.records import Record
+from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.v1 import memory_pb2 as pb
+from memsvc.window import history
 
 RECENT = 16
 "Messages of each session also kept in history.json."
@@ -87,7 +89,7 @@ def make_queries(sessions: list[list[Record]], count: int, seed: int) -> list[Qu
     for drawn in draw_queries(sessions, count, seed, skip_last=RECENT):
         words = keywords.parse(drawn.text)
         made.append(Query(drawn.kind, drawn.session, drawn.text, sessions[drawn.session][-RECENT].id, drawn.since,
-                          drawn.until or MAX_I64, words, fts_match(session_name(drawn.session), words)))
+                          drawn.until or NO_UPPER_BOUND, words, fts_match(session_name(drawn.session), words)))
     return made
 
 
@@ -222,7 +224,7 @@ def end_to_end(data_dir: Path, queries: list[Query], warmup: list[Query]) -> dic
 
             def search(query: Query) -> None:
                 nonlocal found
-                bounds = {} if query.until == MAX_I64 else {"since_unix_nano": query.since,
+                bounds = {} if query.until == NO_UPPER_BOUND else {"since_unix_nano": query.since,
                                                              "until_unix_nano": query.until}
                 hits = client.search(session_name(query.session), query.text, match=pb.MATCH_KEYWORD, limit=LIMIT,
                                      **bounds).hits

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import ServerProcess
+from tests.support import ServerProcess
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

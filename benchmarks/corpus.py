@@ -26,8 +26,8 @@ import re
 
 import msgspec
 
-from memsvc import keywords
-from memsvc.history import Record
+from memsvc.archive import keywords
+from memsvc.core.records import Record
 
 SEED = 20250101
 BASE_NS = 1_735_689_600 * 10**9  # 2025-01-01 UTC

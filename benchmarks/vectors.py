@@ -22,7 +22,6 @@ benchmark, each naming the dialogues that answer it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import pydoc_data.topics
 import re
@@ -36,17 +35,20 @@ import numpy as np
 from common import ServerProcess, interleaved, save
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc import annoygen, embedders, history, vectorfiles
-from memsvc.annoygen import Eligible, Generation
-from memsvc.embedders import BuiltinEmbedder
-from memsvc.history import Record
+from memsvc.core.records import Record
+from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.v1 import memory_pb2 as pb
-from memsvc.vectors import Tuning, VectorStore
+from memsvc.vectors import build, files, generation
+from memsvc.vectors.embedders import local
+from memsvc.vectors.embedders.builtin import BuiltinEmbedder
+from memsvc.vectors.generation import Eligible, Generation
+from memsvc.vectors.store import Tuning, VectorStore
+from memsvc.window import history
 
 DATA = Path(__file__).resolve().parent / "data" / "conversations.json"
 DIMENSION = 256
 BASE_TIME = 1_700_000_000_000_000_000
-EVERYTHING = Eligible(0, 2**63 - 1, 0, 2**63 - 1)
+EVERYTHING = Eligible(0, NO_UPPER_BOUND, 0, NO_UPPER_BOUND)
 
 # (kind, query, keys of the dialogues that answer it)
 QUERIES = [
@@ -117,23 +119,23 @@ def scale(size: int, query_count: int, embedder: BuiltinEmbedder, tuning: Tuning
         root = Path(scratch) / "vectors"
         directory = root / "bench"
         directory.mkdir(parents=True)
-        vectorfiles.write_manifest(directory, vectorfiles.Manifest(embedder=embedder.name, dimension=DIMENSION))
-        rows = np.zeros(size, dtype=vectorfiles.ROW_DTYPE)
+        files.write_manifest(directory, files.Manifest(embedder=embedder.name, dimension=DIMENSION))
+        rows = np.zeros(size, dtype=files.ROW_DTYPE)
         rows["id"] = np.arange(1, size + 1)
         rows["send_at"] = BASE_TIME + rows["id"]
-        rows["check"] = [vectorfiles.content_check(text) for text in texts]
-        vectorfiles.TailWriter(directory / vectorfiles.tail_name(1), DIMENSION).append(rows, matrix)
+        rows["check"] = [files.content_check(text) for text in texts]
+        files.TailWriter(directory / files.tail_name(1), DIMENSION).append(rows, matrix)
 
-        command = annoygen.command(directory, 1, DIMENSION, tuning.trees, 0, None, [1])
+        command = build.command(directory, 1, DIMENSION, tuning.trees, 0, None, [1])
         started = time.perf_counter()
         report = subprocess.run(command, capture_output=True, check=True).stdout
         build_seconds = time.perf_counter() - started
-        info = annoygen.parse_report(report)
-        manifest = vectorfiles.Manifest(embedder=embedder.name, dimension=DIMENSION, generation=info, tail_from=2)
-        vectorfiles.write_manifest(directory, manifest)
-        (directory / vectorfiles.tail_name(1)).unlink()
+        info = build.parse_report(report)
+        manifest = files.Manifest(embedder=embedder.name, dimension=DIMENSION, generation=info, tail_from=2)
+        files.write_manifest(directory, manifest)
+        (directory / files.tail_name(1)).unlink()
         assert Generation.open(directory, info, DIMENSION).index is not None
-        store = VectorStore(root, embedder, lambda session_id: records, tuning)
+        store = VectorStore(root, embedder, tuning)
         store.recover("bench", records)
         queries = embedder.vectors(prose_queries(query_count))
         exact_scores = queries @ matrix.T
@@ -153,7 +155,7 @@ def scale(size: int, query_count: int, embedder: BuiltinEmbedder, tuning: Tuning
         timings = interleaved({"memsvc_nearest": ours, "numpy_brute_force": brute}, rounds=query_count,
                               warmup=50)
         store.close()
-    path = "exact scan" if size <= annoygen.EXACT_ITEMS else "annoy"
+    path = "exact scan" if size <= generation.EXACT_ITEMS else "annoy"
     return {"vectors": size, "dimension": DIMENSION, "trees": tuning.trees, "search_k": tuning.search_k,
             "query_path": path, "embed_seconds": round(embed_seconds, 2), "build_seconds": round(build_seconds, 2),
             "recall_at_10": round(float(np.mean(recalls)), 4), "query": timings,
@@ -215,7 +217,7 @@ def quality(embedder_args: list[str], label: str) -> dict:
     try:
         with server.client(timeout=300) as client:
             stored = client.append("quality", [(role, text) for _, role, text in messages]).messages
-            dialogue_of = {message.id: key for message, (key, _, _) in zip(stored, messages)}
+            dialogue_of = {message.id: key for message, (key, _, _) in zip(stored, messages, strict=True)}
             while client.search("quality", "warm up", include_window=True).unsearched:
                 time.sleep(0.2)
             results = {}
@@ -264,11 +266,10 @@ def main() -> None:
         _, provenance = conversation()
         result["quality_set"] = provenance
         result["quality"].update(quality([], "builtin"))
-        if importlib.util.find_spec("sentence_transformers") and importlib.util.find_spec(
-                embedders.LOCAL_MODEL_PACKAGE):
+        if local.installed():
             result["quality"].update(quality(["--embedder", "sentence-transformers"], "local model"))
         else:
-            result["quality"]["local model"] = f"skipped: {embedders.LOCAL_MODEL_EXTRA}"
+            result["quality"]["local model"] = f"skipped: {local.LOCAL_MODEL_EXTRA}"
         print(json.dumps(result["quality"], indent=1, ensure_ascii=False))
     save("vectors", result)
 

@@ -22,9 +22,9 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from .v1 import error_memory_pb2 as epb
-from .v1 import error_memory_pb2_grpc, memory_pb2_grpc
-from .v1 import memory_pb2 as pb
+from memsvc.v1 import error_memory_pb2 as epb
+from memsvc.v1 import error_memory_pb2_grpc, memory_pb2_grpc
+from memsvc.v1 import memory_pb2 as pb
 
 DEFAULT_TIMEOUT = 10.0
 ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import grpc
 
-from ..config import Settings
-from ..errors import InvalidSetting, Unauthenticated
-from .handlers import Behaviour, rewrap
-from .status import to_status
+from memsvc.core.config import Settings
+from memsvc.core.errors import InvalidSetting, Unauthenticated
+from memsvc.rpc.handlers import Behaviour, rewrap
+from memsvc.rpc.status import to_status
 
 AUTHORIZATION = "authorization"
 SCHEME = "bearer"

@@ -6,23 +6,21 @@ are rejected here because only the wire can carry them.
 
 from __future__ import annotations
 
-from ..errors import InvalidArgument
-from ..history import Record
-from ..lifecycle import Deleted
-from ..search import Hit, Query
-from ..sessions import NewMessage
-from ..summary import Summary, encode
-from ..v1 import memory_pb2 as pb
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.records import ROLES, Record
+from memsvc.search.query import Hit, Query
+from memsvc.summary.rolling import Summary, encode
+from memsvc.v1 import memory_pb2 as pb
+from memsvc.window.lifecycle import Deleted
+from memsvc.window.sessions import NewMessage, SessionInfo
 
-ROLE_NAMES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant"}
-ROLE_VALUES = {name: value for value, name in ROLE_NAMES.items()}
+ROLE_VALUES = {name: pb.Role.Value(f"ROLE_{name.upper()}") for name in ROLES}
+ROLE_NAMES = {value: name for name, value in ROLE_VALUES.items()}
 
 
-def new_message(message: pb.Message, index: int) -> NewMessage:
-    if message.role not in ROLE_NAMES:
-        raise InvalidArgument(
-            f"messages[{index}].role is {message.role}; use ROLE_USER or ROLE_ASSISTANT", reason="INVALID_ROLE")
-    return NewMessage(role=ROLE_NAMES[message.role], content=message.content, sender=message.sender,
+def new_message(message: pb.Message) -> NewMessage:
+    """The domain checks the role: an unknown or unset one arrives as ""."""
+    return NewMessage(role=ROLE_NAMES.get(message.role, ""), content=message.content, sender=message.sender,
                       send_at=message.send_at_unix_nano, embedding=list(message.embedding))
 
 
@@ -77,3 +75,9 @@ def hit(value: Hit) -> pb.SearchHit:
 def deleted(value: Deleted) -> pb.Deleted:
     return pb.Deleted(history_messages=value.history_messages, archived_messages=value.archived_messages,
                       vectors=value.vectors, summary=value.summary)
+
+
+def session_info(info: SessionInfo) -> pb.SessionInfo:
+    return pb.SessionInfo(session_id=info.session_id, message_count=info.message_count,
+                          history_bytes=info.history_bytes, last_append_unix_nano=info.last_append,
+                          has_summary=info.has_summary)

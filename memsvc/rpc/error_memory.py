@@ -11,13 +11,12 @@ import asyncio
 
 import grpc
 
-from ..app import App
-from ..lesson_input import NewLesson
-from ..lessons import Lesson
-from ..v1 import error_memory_pb2 as pb
-from ..v1 import error_memory_pb2_grpc
-from .convert import enum_name
-from .status import translated
+from memsvc.app import App
+from memsvc.lessons.model import Lesson, NewLesson
+from memsvc.rpc.convert import enum_name
+from memsvc.rpc.status import translated
+from memsvc.v1 import error_memory_pb2 as pb
+from memsvc.v1 import error_memory_pb2_grpc
 
 OUTCOME_NAMES = {pb.OUTCOME_UNSPECIFIED: "", pb.OUTCOME_RESOLVED: "resolved", pb.OUTCOME_FAILED: "failed",
                  pb.OUTCOME_ABANDONED: "abandoned"}

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from .. import metrics
-from .handlers import Behaviour, rewrap, shape
+from memsvc.rpc.handlers import Behaviour, rewrap, shape
+from memsvc.runtime import metrics
 
 GRPC_TYPES = {"unary_unary": "unary", "unary_stream": "server_stream", "stream_unary": "client_stream",
               "stream_stream": "bidi_stream"}

@@ -15,9 +15,9 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from ..errors import InvalidArgument
-from .handlers import Behaviour, rewrap
-from .status import to_status
+from memsvc.core.errors import InvalidArgument
+from memsvc.rpc.handlers import Behaviour, rewrap
+from memsvc.rpc.status import to_status
 
 SERVICES = ("/memsvc.v1.",)
 

@@ -6,15 +6,11 @@ import asyncio
 
 import grpc
 
-from ..app import App
-from ..summary import turn_context
-from ..v1 import memory_pb2 as pb
-from ..v1 import memory_pb2_grpc
-from . import convert
-from .status import translated
-
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
+from memsvc.app import App
+from memsvc.rpc import convert
+from memsvc.rpc.status import translated
+from memsvc.v1 import memory_pb2 as pb
+from memsvc.v1 import memory_pb2_grpc
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
@@ -23,7 +19,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     @translated
     async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
-        messages = [convert.new_message(message, index) for index, message in enumerate(request.messages)]
+        messages = [convert.new_message(message) for message in request.messages]
         # The fsync waits off the event loop: a slow disk must not stall every other call.
         result = await asyncio.to_thread(self.app.sessions.append, request.session_id, messages,
                                          request.idempotency_key)
@@ -33,38 +29,32 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def GetContext(self, request: pb.GetContextRequest,
                          context: grpc.aio.ServicerContext) -> pb.GetContextResponse:
-        window = self.app.sessions.window(request.session_id)
-        reply = pb.GetContextResponse(window=[convert.message(record) for record in window])
-        summary = self.app.sessions.summary(request.session_id)
-        if summary is not None and not summary.is_empty() and request.request_text and self.app.judge is not None:
-            # A decision-model call: off the event loop.
-            summary = await asyncio.to_thread(self.app.judge.relevant, summary, window, request.request_text)
-        if summary is not None and not summary.is_empty():
-            reply.turn_context.CopyFrom(pb.Message(role=pb.ROLE_USER, content=turn_context(summary)))
-            reply.summary.CopyFrom(convert.summary(summary))
+        contexts = self.app.contexts
+        if contexts.may_wait(request.request_text):
+            turn = await asyncio.to_thread(contexts.for_turn, request.session_id, request.request_text)
+        else:
+            turn = contexts.for_turn(request.session_id, request.request_text)
+        reply = pb.GetContextResponse(window=[convert.message(record) for record in turn.window])
+        if turn.summary is not None:
+            reply.turn_context.CopyFrom(pb.Message(role=pb.ROLE_USER, content=turn.text))
+            reply.summary.CopyFrom(convert.summary(turn.summary))
         return reply
 
     @translated
     async def GetSummary(self, request: pb.GetSummaryRequest,
                          context: grpc.aio.ServicerContext) -> pb.GetSummaryResponse:
-        session = self.app.sessions.require(request.session_id)
-        summary = session.summary()
-        cursor = self.app.summarizer.cursor(request.session_id)
-        reply = pb.GetSummaryResponse(cursor_unix_nano=cursor.send_at if cursor else 0)
-        if summary is not None:
-            reply.summary.CopyFrom(convert.summary(summary))
+        stored = self.app.contexts.stored(request.session_id)
+        reply = pb.GetSummaryResponse(cursor_unix_nano=stored.cursor_at)
+        if stored.summary is not None:
+            reply.summary.CopyFrom(convert.summary(stored.summary))
         return reply
 
     @translated
     async def ListSessions(self, request: pb.ListSessionsRequest,
                            context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
-        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        infos, token = self.app.sessions.list(page_size, request.page_token)
-        return pb.ListSessionsResponse(
-            sessions=[pb.SessionInfo(session_id=info.session_id, message_count=info.message_count,
-                                     history_bytes=info.history_bytes, last_append_unix_nano=info.last_append,
-                                     has_summary=info.has_summary) for info in infos],
-            next_page_token=token)
+        infos, token = self.app.sessions.list(request.page_size, request.page_token)
+        return pb.ListSessionsResponse(sessions=[convert.session_info(info) for info in infos],
+                                       next_page_token=token)
 
     @translated
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:

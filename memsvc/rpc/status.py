@@ -18,7 +18,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from ..errors import Kind, MemsvcError
+from memsvc.core.errors import Kind, MemsvcError
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,208 @@
+"""One typed settings object, and how it is read.
+
+Owns the names and defaults of every setting and the precedence
+flags > MEMSVC_* environment > TOML file > defaults. Each setting has one
+name used three ways: `max_history_bytes` is the TOML key,
+`--max-history-bytes` the flag and `MEMSVC_MAX_HISTORY_BYTES` the variable.
+Must never read settings from anywhere else, or hold secrets' values (only
+the paths of files that hold them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from memsvc.core.errors import InvalidSetting
+
+ENV_PREFIX = "MEMSVC_"
+
+
+def default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "memsvc")
+
+
+class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    data_dir: str = msgspec.field(default_factory=default_data_dir)
+    "Root of all stored data: sessions/<id>/ for tier 1, .store/ for the indexes."
+    listen: list[str] = msgspec.field(default_factory=lambda: ["127.0.0.1:50051"])
+    "Addresses to serve on: HOST:PORT or unix:///path (repeatable; port 0 picks a free one)."
+    max_history_messages: int = 16
+    "Messages in the context window."
+    max_history_bytes: int = 4 * 1024 * 1024
+    "history.json size that triggers auto compaction (trimmed to 80%)."
+    max_message_bytes: int = 1024 * 1024
+    "Largest message content in bytes (the document ceiling)."
+    max_request_bytes: int = 8 * 1024 * 1024
+    "Largest request on the wire in bytes."
+    max_messages_per_request: int = 1000
+    "Most messages in one Append."
+    max_open_sessions: int = 1024
+    "Sessions kept in memory; the least recently used are closed past this."
+    max_sessions: int = 100_000
+    "Sessions stored on this server; an Append creating one more is RESOURCE_EXHAUSTED (SESSION_QUOTA_EXCEEDED)."
+    max_concurrent_rpcs: int = 256
+    "RPCs in flight on the main listeners; calls past this are refused with RESOURCE_EXHAUSTED, never queued."
+    archive_commit_seconds: float = 1.0
+    "Longest time the archive gathers appended messages before one commit."
+    embedder: Literal["builtin", "sentence-transformers", "openai"] = "builtin"
+    "Embedding provider for semantic search."
+    embedding_model: str = ""
+    "Embedding model name (sentence-transformers or openai)."
+    embedding_base_url: str = ""
+    "Base URL of an OpenAI-compatible /v1/embeddings endpoint."
+    embedding_dimensions: int = 256
+    "Embedding dimension requested from the provider."
+    embedding_api_key_file: str = ""
+    "File holding the embedding API key (else MEMSVC_EMBEDDING_API_KEY)."
+    embedding_timeout_seconds: float = 30.0
+    "Seconds one embedding request may take before it counts as failed (then retried with backoff)."
+    vector_rebuild_rows: int = 1024
+    "Vectors past the last Annoy build that start a background rebuild (or 5% of the index, if more)."
+    vector_trees: int = 100
+    "Annoy trees per build: more gives better recall and slower, bigger builds."
+    vector_search_k: int = 15000
+    "Annoy nodes inspected per query: more gives better recall and slower queries."
+    llm_base_url: str = ""
+    "Base URL of an OpenAI-compatible chat-completions endpoint."
+    llm_api_key_file: str = ""
+    "File holding the LLM API key (else MEMSVC_LLM_API_KEY)."
+    summary_model: str = ""
+    "Model that writes the rolling summary; empty disables summarization."
+    decision_model: str = ""
+    "Model that filters noise and picks relevant summary entries; optional."
+    reply_lang: str = "auto"
+    "Language of the summary text; auto follows the conversation."
+    llm_timeout_seconds: float = 120.0
+    "Seconds one LLM call may take before it counts as failed."
+    llm_max_retries: int = 3
+    "Retries of an LLM call after a 429, a 5xx or a network error, with backoff; never after another 4xx."
+    summary_schedule: str = "*/15 * * * *"
+    "Cron expression (local time) of the summary job."
+    summary_chunk_chars: int = 32000
+    "Most characters of conversation sent in one summary call."
+    relevance_timeout_seconds: float = 15.0
+    "Seconds GetContext waits for the decision model before keeping every summary entry."
+    error_ttl_days: float = 90.0
+    "Days an error-memory lesson lives after its last hit."
+    error_purge_schedule: str = "17 * * * *"
+    "Cron expression (local time) of the job deleting expired error-memory lessons."
+    clock_offset_seconds: float = 0.0
+    "Seconds added to the clock error memory uses for hits and expiry (for tests and drills; keep 0)."
+    token_file: str = ""
+    "File holding the bearer token every RPC but health must carry; empty = no auth."
+    tls_cert_file: str = ""
+    "PEM certificate chain for TCP listeners; with tls_key_file it turns TLS on (unix sockets stay plaintext)."
+    tls_key_file: str = ""
+    "PEM private key of tls_cert_file."
+    tls_client_ca_file: str = ""
+    "PEM CA certificates; when set, TCP clients must present a certificate they signed (mTLS)."
+    health_listen: str = ""
+    "Extra HOST:PORT serving only the health service, for probes."
+    metrics_listen: str = ""
+    "HOST:PORT serving Prometheus metrics."
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    "Lowest log level written (JSON lines on stderr)."
+    shutdown_grace_seconds: float = 10.0
+    "How long SIGTERM waits for in-flight calls before cancelling them."
+
+    @property
+    def sessions_dir(self) -> Path:
+        return Path(self.data_dir) / "sessions"
+
+    @property
+    def store_dir(self) -> Path:
+        return Path(self.data_dir) / ".store"
+
+
+def _field_docs() -> dict[str, str]:
+    """Setting name -> help text, from the docstrings in the class body."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(Settings))
+    docs: dict[str, str] = {}
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    for node, following in itertools.pairwise(body):
+        if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr):
+            docs[node.target.id] = following.value.value  # type: ignore[union-attr]
+    return docs
+
+
+FIELDS = msgspec.structs.fields(Settings)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting; unset flags stay None so lower layers show through."""
+    docs = _field_docs()
+    parser.add_argument("--config", help="TOML settings file (MEMSVC_CONFIG)")
+    for field in FIELDS:
+        flag = "--" + field.name.replace("_", "-")
+        env = ENV_PREFIX + field.name.upper()
+        text = f"{docs.get(field.name, '')} [env {env}]".replace("%", "%%")
+        if field.name == "listen":
+            parser.add_argument(flag, action="append", dest=field.name, help=text)
+        else:
+            parser.add_argument(flag, dest=field.name, help=text)
+
+
+def _from_env(environ: dict[str, str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for field in FIELDS:
+        value = environ.get(ENV_PREFIX + field.name.upper())
+        if value is None:
+            continue
+        found[field.name] = value.split(",") if field.name == "listen" else value
+    return found
+
+
+def load(flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Merge defaults < TOML file < environment < flags into one Settings."""
+    environ = dict(os.environ if environ is None else environ)
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    merged: dict[str, Any] = {}
+    config_path = flags.pop("config", None) or environ.get(ENV_PREFIX + "CONFIG")
+    if config_path:
+        try:
+            merged.update(tomllib.loads(Path(config_path).read_text()))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidSetting(f"cannot read settings file {config_path}: {exc}") from exc
+    merged.update(_from_env(environ))
+    merged.update(flags)
+    try:
+        settings = msgspec.convert(merged, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise InvalidSetting(f"invalid setting: {exc}") from exc
+    _check(settings)
+    return settings
+
+
+def _check(settings: Settings) -> None:
+    positive = ("max_history_messages", "max_history_bytes", "max_message_bytes", "max_request_bytes",
+                "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
+                "embedding_timeout_seconds", "vector_rebuild_rows", "vector_trees", "vector_search_k",
+                "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions", "max_concurrent_rpcs")
+    for name in positive:
+        if getattr(settings, name) <= 0:
+            raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")
+    if settings.max_message_bytes > settings.max_history_bytes:
+        raise InvalidSetting("max_message_bytes must not exceed max_history_bytes")
+    if settings.archive_commit_seconds < 0:
+        raise InvalidSetting("archive_commit_seconds must not be negative")
+    if settings.llm_max_retries < 0:
+        raise InvalidSetting("llm_max_retries must not be negative")
+    if settings.error_ttl_days <= 0:
+        raise InvalidSetting("error_ttl_days must be positive")
+    if not settings.listen:
+        raise InvalidSetting("at least one --listen address is needed")
+    if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
+        raise InvalidSetting("tls_cert_file and tls_key_file go together: set both or neither")
+    if settings.tls_client_ca_file and not settings.tls_cert_file:
+        raise InvalidSetting("tls_client_ca_file needs tls_cert_file and tls_key_file: mTLS is TLS first")

@@ -1,0 +1,169 @@
+"""The server's lifecycle: lock the data directory, assemble the domain,
+bind, serve health and reflection (and the health-only and metrics ports),
+and drain on SIGTERM.
+
+Owns the order of start and stop. Must never hold request logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from memsvc.app import App
+from memsvc.core.config import Settings
+from memsvc.core.durable import DirectoryLock, ensure_dir
+from memsvc.core.errors import InvalidSetting
+from memsvc.rpc import auth
+from memsvc.rpc.error_memory import ErrorMemoryServicer
+from memsvc.rpc.instrument import Metrics
+from memsvc.rpc.malformed import MalformedRequests
+from memsvc.rpc.memory import MemoryServicer
+from memsvc.runtime.metrics import MetricsListener
+from memsvc.v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"].full_name,
+)
+UNIX_PREFIX = "unix://"
+EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
+"A second server must not silently share our TCP port."
+
+
+def _options(settings: Settings) -> list[tuple[str, int]]:
+    return [
+        EXCLUSIVE_PORT,
+        ("grpc.max_receive_message_length", settings.max_request_bytes),
+        ("grpc.max_send_message_length", settings.max_request_bytes),
+    ]
+
+
+def _interceptors(settings: Settings) -> list[grpc.aio.ServerInterceptor]:
+    """Outermost first: metrics see the calls the token check refuses."""
+    chain: list[grpc.aio.ServerInterceptor] = []
+    if settings.metrics_listen:
+        chain.append(Metrics())
+    if settings.token_file:
+        chain.append(auth.BearerToken(auth.read_token(settings.token_file)))
+    chain.append(MalformedRequests())
+    return chain
+
+
+def _bind(server: grpc.aio.Server, address: str, tls: grpc.ServerCredentials | None = None) -> str:
+    """Bind one address (TCP with `tls` when given); returns it as bound (port 0 resolved)."""
+    if address.startswith(UNIX_PREFIX):
+        path = Path(address[len(UNIX_PREFIX):])
+        ensure_dir(path.parent)
+        # The data-dir lock proves no live server owns a socket left here.
+        path.unlink(missing_ok=True)
+        previous = os.umask(0o177)
+        try:
+            server.add_insecure_port(address)
+        finally:
+            os.umask(previous)
+        return address
+    try:
+        port = server.add_secure_port(address, tls) if tls else server.add_insecure_port(address)
+    except RuntimeError:  # grpcio raises where it used to return 0
+        port = 0
+    if port == 0:
+        also = " (or tls_cert_file and tls_key_file are not a matching PEM certificate and key)" if tls else ""
+        raise InvalidSetting(f"cannot listen on {address}: address in use or invalid{also}")
+    host = address.rsplit(":", 1)[0]
+    return f"{host}:{port}"
+
+
+class Server:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.lock = DirectoryLock(Path(settings.data_dir))
+        self.health = health.aio.HealthServicer()
+        self.stopping = asyncio.Event()
+        self.app: App | None = None
+        self.grpc: grpc.aio.Server | None = None
+        self.probes: grpc.aio.Server | None = None
+        "The health-only server of health_listen: plaintext, no token, no RPC limit, so probes always get through."
+        self.metrics: MetricsListener | None = None
+
+    async def start(self) -> list[str]:
+        self.lock.acquire()
+        # Secrets are read before anything listens: a bad file fails the start, not the first call.
+        interceptors = _interceptors(self.settings)
+        tls = auth.server_credentials(self.settings)
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        extra = {}
+        if self.settings.health_listen:
+            self.probes = grpc.aio.server(options=[EXCLUSIVE_PORT])
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.probes)
+            extra["health"] = _bind(self.probes, self.settings.health_listen)
+            await self.probes.start()
+            log.info("health port open", extra={"address": extra["health"]})
+        if self.settings.metrics_listen:
+            self.metrics = MetricsListener(self.settings.metrics_listen)
+            extra["metrics"] = self.metrics.address
+        self.grpc = grpc.aio.server(interceptors=interceptors, options=_options(self.settings),
+                                    maximum_concurrent_rpcs=self.settings.max_concurrent_rpcs)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        # Built off the event loop so the health port answers NOT_SERVING meanwhile.
+        self.app = await asyncio.to_thread(App, self.settings)
+        memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(self.app), self.grpc)
+        error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(ErrorMemoryServicer(self.app), self.grpc)
+        reflection.enable_server_reflection(SERVICE_NAMES + (health.SERVICE_NAME, reflection.SERVICE_NAME),
+                                            self.grpc)
+        bound = [_bind(self.grpc, address, tls) for address in self.settings.listen]
+        await self.grpc.start()
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        log.info("serving", extra={"addresses": bound, **extra, "tls": tls is not None,
+                                   "token": bool(self.settings.token_file), "data_dir": self.settings.data_dir,
+                                   "pid": os.getpid()})
+        return bound
+
+    async def _set_health(self, status: int) -> None:
+        for name in ("",) + SERVICE_NAMES:
+            await self.health.set(name, status)
+
+    async def stop(self) -> None:
+        """Refuse new calls, drain in-flight ones, flush every store."""
+        log.info("stopping", extra={"grace_seconds": self.settings.shutdown_grace_seconds})
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self.grpc is not None:
+            await self.grpc.stop(self.settings.shutdown_grace_seconds)
+        if self.app is not None:
+            self.app.close()
+        if self.probes is not None:
+            await self.probes.stop(None)
+        if self.metrics is not None:
+            self.metrics.close()
+        self.lock.release()
+        log.info("stopped")
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stopping.set)
+        await self.start()
+        await self.stopping.wait()
+        await self.stop()
+
+
+def serve(settings: Settings) -> int:
+    # Caps the GIL convoy a busy background thread inflicts on the server's threads.
+    sys.setswitchinterval(0.0005)
+    try:
+        asyncio.run(Server(settings).run())
+    except InvalidSetting as exc:
+        log.error("cannot start", extra={"reason": str(exc)})
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 2
+    return 0

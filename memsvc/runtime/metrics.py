@@ -1,0 +1,126 @@
+"""Prometheus metrics: the one registry, the names in it, and the port that serves it.
+
+Owns the registry, the gRPC server metrics (`grpc_server_*`, the names of
+go-grpc-prometheus), the `memsvc_` prefix of everything else, and the HTTP
+listener of `metrics_listen`. Any module adds a metric in one line:
+
+    BUILDS = metrics.counter("vector_generations_total", "Vector index generations built.")
+    metrics.gauge("archive_queue_depth", "Archive operations not yet committed.", lambda: self.backlog)
+
+A `gauge`/`total` reads a number the domain already keeps, at scrape time
+only; registering the same name again replaces the reading (a new App
+replaces the old one's). Must never label a metric with a session id, text or
+anything else unbounded (each value is a series held forever), and never
+make a request wait for a scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from memsvc.core.errors import InvalidSetting
+
+log = logging.getLogger(__name__)
+
+PREFIX = "memsvc_"
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"Seconds; a loopback RPC takes ~0.5 ms, compaction and LLM calls up to tens of seconds."
+
+REGISTRY = CollectorRegistry()
+for _standard in (prometheus_client.ProcessCollector, prometheus_client.PlatformCollector,
+                  prometheus_client.GCCollector):
+    _standard(registry=REGISTRY)
+
+RPC_LABELS = ("grpc_type", "grpc_service", "grpc_method")
+GRPC_STARTED = Counter("grpc_server_started_total", "RPCs started on the server.", RPC_LABELS, registry=REGISTRY)
+GRPC_HANDLED = Counter("grpc_server_handled_total", "RPCs completed on the server, whatever their status.",
+                       RPC_LABELS + ("grpc_code",), registry=REGISTRY)
+GRPC_HANDLING_SECONDS = Histogram("grpc_server_handling_seconds", "Time from the start of an RPC to its status.",
+                                  RPC_LABELS, buckets=LATENCY_BUCKETS, registry=REGISTRY)
+
+
+class _Readings(Collector):
+    """Numbers read from the domain when Prometheus scrapes."""
+
+    def __init__(self) -> None:
+        self.readings: dict[str, tuple[type[Metric], str, Callable[[], float]]] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        for name, (family, documentation, read) in list(self.readings.items()):
+            try:
+                value = float(read())
+            except Exception:
+                log.warning("metric reading failed", exc_info=True, extra={"metric": name})
+                continue
+            yield family(name, documentation, value=value)
+
+
+_readings = _Readings()
+REGISTRY.register(_readings)
+_instruments: dict[str, Counter | Histogram] = {}
+
+
+def _name(name: str) -> str:
+    if name.startswith(PREFIX):
+        raise ValueError(f"metric {name!r}: give the name without {PREFIX!r}, it is added here")
+    return PREFIX + name
+
+
+def _instrument(kind: type[Counter | Histogram], name: str, documentation: str, labels: tuple[str, ...],
+                **options: object) -> Counter | Histogram:
+    found = _instruments.get(name)
+    if found is None:
+        found = _instruments[name] = kind(_name(name), documentation, labels, registry=REGISTRY, **options)
+    if not isinstance(found, kind):
+        raise TypeError(f"metric {name!r} is already a {type(found).__name__}")
+    return found
+
+
+def counter(name: str, documentation: str, labels: tuple[str, ...] = ()) -> Counter:
+    """A counter the caller increments; the same name twice gives the same counter."""
+    return _instrument(Counter, name, documentation, labels)  # type: ignore[return-value]
+
+
+def histogram(name: str, documentation: str, labels: tuple[str, ...] = (),
+              buckets: tuple[float, ...] = LATENCY_BUCKETS) -> Histogram:
+    """A histogram the caller observes into; the same name twice gives the same histogram."""
+    return _instrument(Histogram, name, documentation, labels, buckets=buckets)  # type: ignore[return-value]
+
+
+def gauge(name: str, documentation: str, read: Callable[[], float]) -> None:
+    """A value that goes up and down, read with `read()` at each scrape (keep it cheap and lock-free)."""
+    _readings.readings[_name(name)] = (GaugeMetricFamily, documentation, read)
+
+
+def total(name: str, documentation: str, read: Callable[[], float]) -> None:
+    """A count that only grows, kept by the domain and read with `read()` at each scrape."""
+    if not name.endswith("_total"):
+        raise ValueError(f"counter {name!r} must end in _total")
+    _readings.readings[_name(name)[:-len("_total")]] = (CounterMetricFamily, documentation, read)
+
+
+class MetricsListener:
+    """The HTTP port Prometheus scrapes: GET /metrics."""
+
+    def __init__(self, address: str):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidSetting(f"metrics_listen {address!r} must be HOST:PORT")
+        host = host.strip("[]")
+        try:
+            self._http, self._thread = prometheus_client.start_http_server(int(port), host, registry=REGISTRY)
+        except OSError as exc:
+            raise InvalidSetting(f"cannot serve metrics on {address}: {exc.strerror}") from exc
+        bound_port = self._http.server_address[1]
+        self.address = f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}"
+
+    def close(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+        self._thread.join()

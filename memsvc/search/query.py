@@ -1,0 +1,89 @@
+"""What a search asks and what it answers: the query, its checked bounds, and the hits.
+
+Owns the limits (default and maximum result count, query length), what a
+time range means ([since, until), or a named range back from now), and the
+shape of a hit (its record, where it came from, its score, and whether it is
+context around a match). Must never search.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.ids import check_session_id
+from memsvc.core.records import Record
+from memsvc.core.units import NO_UPPER_BOUND, TIME_RANGES
+
+DEFAULT_LIMIT = 8
+MAX_LIMIT = 32
+MAX_QUERY_CHARS = 1024
+
+Match = Literal["semantic", "keyword", "hybrid"]
+SourceName = Literal["recent", "archive"]
+
+
+class Query(msgspec.Struct, kw_only=True):
+    session_id: str
+    text: str = ""
+    match: Match = "semantic"
+    limit: int = 0
+    "0 means the default."
+    time_range: str = "all"
+    "One of TIME_RANGES; ignored when since or until is set."
+    since: int = 0
+    "UTC Unix nanoseconds, inclusive; 0 = no bound."
+    until: int = 0
+    "UTC Unix nanoseconds, exclusive; 0 = no bound."
+    include_window: bool = False
+    "Semantic: also return messages of the current window."
+    vector: list[float] = []
+    "Semantic: a query embedding supplied by the client."
+
+
+class Hit(msgspec.Struct):
+    record: Record
+    source: SourceName
+    score: float = 0.0
+    is_context: bool = False
+    run: int = 0
+
+
+class Results(msgspec.Struct):
+    hits: list[Hit]
+    unsearched: int = 0
+    "Semantic and hybrid: qualifying messages not searched because their embedding is pending or failing."
+
+
+class Bounds(msgspec.Struct, frozen=True):
+    """A checked query: limit resolved, time window as [since, until)."""
+
+    limit: int
+    since: int
+    until: int
+
+    def contains(self, send_at: int) -> bool:
+        return self.since <= send_at < self.until
+
+
+def bounds(query: Query, now: int) -> Bounds:
+    check_session_id(query.session_id)
+    if query.limit < 0 or query.limit > MAX_LIMIT:
+        raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT} (0 for the default {DEFAULT_LIMIT})",
+                              reason="INVALID_LIMIT")
+    if len(query.text) > MAX_QUERY_CHARS:
+        raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", reason="QUERY_TOO_LONG")
+    if query.since < 0 or query.until < 0:
+        raise InvalidArgument("since and until must not be negative", reason="INVALID_TIME_RANGE")
+    if query.since or query.until:
+        since, until = query.since, query.until or NO_UPPER_BOUND
+        if since >= until:
+            raise InvalidArgument("since must be before until", reason="INVALID_TIME_RANGE")
+    else:
+        if query.time_range not in TIME_RANGES:
+            raise InvalidArgument(f"time_range must be one of {', '.join(TIME_RANGES)}", reason="INVALID_TIME_RANGE")
+        span = TIME_RANGES[query.time_range]
+        since, until = (now - span if span else 0), NO_UPPER_BOUND
+    return Bounds(query.limit or DEFAULT_LIMIT, since, until)

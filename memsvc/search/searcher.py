@@ -1,0 +1,37 @@
+"""Search within one session: routing a query to the keyword, semantic or hybrid path.
+
+Owns which path answers which match mode, and whether a query may have to
+wait (load an index, call an embedding endpoint) and so needs a thread. Must
+never search itself: keyword.py, semantic.py and hybrid.py do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from memsvc.search.hybrid import HybridSearch
+from memsvc.search.keyword import KeywordSearch
+from memsvc.search.query import Query, Results, bounds
+from memsvc.search.semantic import SemanticSearch
+
+
+class Searcher:
+    def __init__(self, keyword: KeywordSearch, semantic: SemanticSearch, hybrid: HybridSearch,
+                 clock: Callable[[], int] = time.time_ns):
+        self.keyword = keyword
+        self.semantic = semantic
+        self.hybrid = hybrid
+        self.clock = clock
+
+    def may_wait(self, query: Query) -> bool:
+        """Semantic and hybrid search may load a session's index or call an embedding endpoint."""
+        return query.match != "keyword" and self.semantic.may_wait(query)
+
+    def search(self, query: Query) -> Results:
+        limits = bounds(query, self.clock())
+        if query.match == "keyword":
+            return Results(self.keyword.search(query, limits))
+        if query.match == "semantic":
+            return self.semantic.search(query, limits)
+        return self.hybrid.search(query, limits)

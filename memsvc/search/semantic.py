@@ -1,0 +1,64 @@
+"""Semantic search within one session: the query vector, which messages
+qualify, and the nearest of them as runs of conversation.
+
+Owns turning a query into a vector (the embedder, or the client's
+query_embedding) and which messages qualify (time range, compaction floor,
+the current window unless asked for). Must never touch an index:
+vectors/store.py answers nearest-neighbour questions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.records import Record
+from memsvc.core.units import NO_UPPER_BOUND
+from memsvc.search.expansion import expand
+from memsvc.search.query import Bounds, Query, Results
+from memsvc.vectors.embedders.base import Embedder
+from memsvc.vectors.generation import Eligible
+from memsvc.vectors.store import Nearest, VectorStore
+from memsvc.window.sessions import Sessions
+
+
+class SemanticSearch:
+    def __init__(self, sessions: Sessions, vectors: VectorStore, embedder: Embedder):
+        self.sessions = sessions
+        self.vectors = vectors
+        self.embedder = embedder
+
+    def may_wait(self, query: Query) -> bool:
+        """False when the search needs no thread: an instant embedder (or the client's
+        vector) and an index already in memory with nothing pending."""
+        return not ((query.vector or self.embedder.instant) and self.vectors.ready(query.session_id))
+
+    def search(self, query: Query, limits: Bounds) -> Results:
+        found = self.nearest(query, limits)
+        if found is None:
+            return Results([])
+        records, nearest = found
+        return Results(expand(records, dict(zip(nearest.ids, nearest.scores, strict=True))), nearest.unsearched)
+
+    def below_id(self, query: Query, records: list[Record]) -> int:
+        """Ids from here on are in the current window, which the agent already holds."""
+        window = records[-self.sessions.settings.max_history_messages:]
+        return NO_UPPER_BOUND if query.include_window or not window else window[0].id
+
+    def nearest(self, query: Query, limits: Bounds) -> tuple[list[Record], Nearest] | None:
+        """The session's records and the nearest qualifying ones among them; None when nothing can match."""
+        vector: np.ndarray | None = None
+        if query.vector:
+            vector = self.vectors.query_vector(query.vector)
+        elif not query.text.strip():
+            raise InvalidArgument("a semantic search needs a query or a query_embedding", reason="EMPTY_QUERY")
+        session = self.sessions.reading(query.session_id)
+        if session is None:
+            return None
+        if vector is None:
+            vector = self.embedder.vectors([query.text], max_retries=0)[0]
+        if not vector.any():
+            return None
+        records = session.records  # grows only at its end while we read it; never copied per query
+        eligible = Eligible(0, self.below_id(query, records), limits.since, limits.until)
+        return records, self.vectors.nearest(query.session_id, records, vector, limits.limit, eligible)

@@ -1,0 +1,86 @@
+"""What a turn gets from tier 1: the window, and the rolling summary as the
+turn context; and the stored summary with its cursor, as GetSummary shows it.
+
+Owns reading summary.json for requests (re-read only when the file changed,
+one cached copy per recently used session) and choosing the entries a
+request needs (the decision model, when one is configured and the request
+text is given). Must never write: the summarizer does.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+import msgspec
+
+from memsvc.core.records import Record
+from memsvc.summary import rolling
+from memsvc.summary.cursor import CURSOR_FILE, read_cursor
+from memsvc.summary.decisions import Judge
+from memsvc.summary.rolling import Summary
+from memsvc.window.sessions import Sessions
+
+
+class TurnContext(msgspec.Struct):
+    window: list[Record]
+    summary: Summary | None
+    "The entries kept for this turn; None when there is no summary or none of it is relevant."
+    text: str
+    "The turn context message's content (the `Prior summary` block); empty without a summary."
+
+
+class StoredSummary(msgspec.Struct):
+    summary: Summary | None
+    cursor_at: int
+    "Send time (UTC ns) of the last summarized message; 0 before the first run."
+
+
+class Contexts:
+    def __init__(self, sessions: Sessions, judge: Judge | None, *, cached_sessions: int):
+        self.sessions = sessions
+        self.judge = judge
+        self.cached_sessions = cached_sessions
+        self._cache: collections.OrderedDict[str, tuple[int, Summary | None]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def summary(self, session_id: str) -> Summary | None:
+        """The session's stored summary, re-read only when summary.json changed."""
+        path = self.sessions.directory(session_id) / "summary.json"
+        try:
+            stamp = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            with self._lock:
+                self._cache.pop(session_id, None)
+            return None
+        with self._lock:
+            cached = self._cache.get(session_id)
+            if cached is not None and cached[0] == stamp:
+                self._cache.move_to_end(session_id)
+                return cached[1]
+        loaded = rolling.load(path)
+        with self._lock:
+            self._cache[session_id] = (stamp, loaded)
+            self._cache.move_to_end(session_id)
+            while len(self._cache) > self.cached_sessions:
+                self._cache.popitem(last=False)
+        return loaded
+
+    def may_wait(self, request_text: str) -> bool:
+        """True when the turn asks the decision model (an HTTP call): run it on a thread."""
+        return bool(request_text) and self.judge is not None
+
+    def for_turn(self, session_id: str, request_text: str = "") -> TurnContext:
+        window = self.sessions.window(session_id)
+        summary = self.summary(session_id)
+        if summary is not None and not summary.is_empty() and request_text and self.judge is not None:
+            summary = self.judge.relevant(summary, window, request_text)
+        if summary is None or summary.is_empty():
+            return TurnContext(window, None, "")
+        return TurnContext(window, summary, rolling.turn_context(summary))
+
+    def stored(self, session_id: str) -> StoredSummary:
+        """The summary as stored (all of it) and its cursor; NOT_FOUND for an unknown session."""
+        self.sessions.require(session_id)
+        cursor = read_cursor(self.sessions.directory(session_id) / CURSOR_FILE)
+        return StoredSummary(self.summary(session_id), cursor.send_at if cursor else 0)

@@ -1,0 +1,59 @@
+"""`.summary_cursor`: which of a session's messages are already summarized.
+
+The file keeps the reference's first line, the local time of the last
+summarized message (`YYYY-MM-DD HH:MM:SS`), and adds that message's id and
+exact send time, so no message is skipped for sharing a second with it:
+
+    2025-03-01 14:02:07
+    id 42
+    send_at 1740837727123456789
+
+Owns reading (a reference cursor holds only the time) and writing it. Must
+never decide what to summarize.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from pathlib import Path
+
+import msgspec
+
+from memsvc.core import durable
+from memsvc.core.records import Record
+from memsvc.core.units import NANOS_PER_SECOND
+
+log = logging.getLogger(__name__)
+
+CURSOR_FILE = ".summary_cursor"
+CURSOR_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+class Cursor(msgspec.Struct):
+    last_id: int
+    "Id of the last summarized message; 0 for a reference cursor that holds only a time."
+    send_at: int
+    "Its send time, UTC Unix nanoseconds."
+
+
+def read_cursor(path: Path) -> Cursor | None:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    fields = dict(line.split(" ", 1) for line in lines[1:] if " " in line)
+    try:
+        if "id" in fields and "send_at" in fields:
+            return Cursor(int(fields["id"]), int(fields["send_at"]))
+        seconds = datetime.strptime(lines[0].strip(), CURSOR_TIME_FORMAT).timestamp()
+    except (ValueError, IndexError):
+        log.warning("unreadable .summary_cursor ignored", extra={"path": str(path)})
+        return None
+    return Cursor(0, int(seconds) * NANOS_PER_SECOND)
+
+
+def write_cursor(path: Path, record: Record) -> None:
+    shown = time.strftime(CURSOR_TIME_FORMAT, time.localtime(record.send_at // NANOS_PER_SECOND))
+    durable.atomic_write(path, f"{shown}\nid {record.id}\nsend_at {record.send_at}\n".encode())

@@ -1,0 +1,292 @@
+"""Generate: folding a session's new messages into its rolling summary, and
+the summary job that runs it for every session that needs it.
+
+Owns moving `.summary_cursor` (cursor.py reads and writes it), chunking,
+the summary model's calls, saving summary.json after each chunk, one run per
+session at a time, and which sessions the job picks. Messages come from an
+injected `messages_after(session_id, after_id)` so that the archive can
+supply those compacted out of history.json. Must never write history.json,
+never store anything a model said anywhere but summary.json, and never log
+conversation text.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import msgspec
+
+from memsvc.core.config import Settings
+from memsvc.core.errors import FailedPrecondition, MemsvcError, Unavailable
+from memsvc.core.ids import TEMP_PREFIX, is_session_id
+from memsvc.core.records import Record
+from memsvc.core.units import NANOS_PER_SECOND
+from memsvc.summary import llm, rolling
+from memsvc.summary.cursor import CURSOR_FILE, Cursor, read_cursor, write_cursor
+from memsvc.summary.decisions import Judge, exchanges
+from memsvc.summary.rolling import InvalidSummary, Summary
+from memsvc.window.sessions import Sessions
+
+log = logging.getLogger(__name__)
+
+MessagesAfter = Callable[[str, int], list[Record]]
+SUMMARY_PROMPT = "summary.v1.md"
+_LANGUAGES = {
+    "auto": "write every field's text in the language the conversation mostly uses; when that is Chinese, "
+            "write Traditional Chinese (繁體中文), never Simplified.",
+    "zh": "Traditional Chinese (繁體中文).", "zh-tw": "Traditional Chinese (繁體中文).",
+    "zh-hant": "Traditional Chinese (繁體中文).", "zh-cn": "Simplified Chinese (简体中文).",
+    "zh-hans": "Simplified Chinese (简体中文).", "en": "English.", "ja": "Japanese.",
+}
+
+
+class Result(msgspec.Struct):
+    count: int
+    "Messages the run took in (the cursor moved past them), noise included."
+    summary: Summary | None
+
+
+class SummaryReplyInvalid(Unavailable):
+    """The summary model answered without a valid summary; a later run may do better."""
+
+    reason = "LLM_REPLY_UNPARSEABLE"
+
+
+def language_rule(reply_lang: str) -> str:
+    rule = _LANGUAGES.get(reply_lang.strip().lower())
+    if reply_lang.strip().lower() == "auto":
+        return str(rule)
+    return "write every field's text in " + (rule or f"{reply_lang}.")
+
+
+def transcript_line(record: Record, max_chars: int) -> str:
+    """One message as the models see it, shortened in the middle past `max_chars`."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.send_at // NANOS_PER_SECOND))
+    who = f"{record.role} ({record.sender})" if record.sender else record.role
+    line = f"[{when}] {who}: {record.content}"
+    if len(line) <= max_chars:
+        return line
+    marker = f" [... {len(line) - max_chars} characters left out ...] "
+    keep = max(0, max_chars - len(marker))
+    return line[:keep - keep // 2] + marker + line[len(line) - keep // 2:]
+
+
+def chunks(records: Sequence[Record], lines: Sequence[str], limit: int) -> list[list[int]]:
+    """Indexes of `records` in chunks of at most `limit` characters, each ending on a reply.
+
+    Lines are at most half the limit, so a question with its answer always
+    fits; a chunk outgrows the limit only when several user messages wait
+    for one reply and alone exceed it. `records` must end on a reply.
+    """
+    done: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    last_reply = -1  # position in `current` of its last reply
+    for index, line in enumerate(lines):
+        cost = len(line) + 1
+        if current and size + cost > limit and last_reply >= 0:
+            done.append(current[:last_reply + 1])
+            current = current[last_reply + 1:]
+            size = sum(len(lines[i]) + 1 for i in current)
+            last_reply = -1
+        current.append(index)
+        size += cost
+        if records[index].role != "user":
+            last_reply = len(current) - 1
+    if current:
+        done.append(current)
+    return done
+
+
+class Summarizer:
+    def __init__(self, settings: Settings, sessions: Sessions, messages_after: MessagesAfter,
+                 model: llm.Model | None, judge: Judge | None):
+        self.settings = settings
+        self.sessions = sessions
+        self.messages_after = messages_after
+        self.model = model
+        self.judge = judge
+        self.stopping = threading.Event()
+        self._busy: set[str] = set()
+        self._free = threading.Condition()
+        self._retry: set[str] = set()
+        "Sessions whose last job run stopped early: due again whatever the mtimes say."
+
+    # -- one run per session ---------------------------------------------------
+
+    @contextmanager
+    def guard(self, session_id: str, wait: bool = True) -> Iterator[bool]:
+        """Hold the session against other summary runs; yields False if busy and not waiting.
+
+        Reset and RemoveSession should hold it too, so a run cannot write a
+        summary back after they deleted it.
+        """
+        with self._free:
+            while session_id in self._busy:
+                if not wait:
+                    yield False
+                    return
+                self._free.wait()
+            self._busy.add(session_id)
+        try:
+            yield True
+        finally:
+            with self._free:
+                self._busy.discard(session_id)
+                self._free.notify_all()
+
+    def summarize(self, session_id: str) -> Result:
+        """Generate now, for the Summarize RPC; waits for a run already going on the session."""
+        self.sessions.require(session_id)
+        self._require_model()
+        with self.guard(session_id):
+            return self.generate(session_id)
+
+    def _require_model(self) -> llm.Model:
+        if self.model is None:
+            raise FailedPrecondition(
+                "no summary model is configured: set summary_model (--summary-model or MEMSVC_SUMMARY_MODEL) "
+                "and llm_base_url to an OpenAI-compatible endpoint", reason="SUMMARY_MODEL_NOT_CONFIGURED")
+        return self.model
+
+    # -- Generate --------------------------------------------------------------
+
+    def generate(self, session_id: str) -> Result:
+        """Fold the messages after the cursor into the summary; the caller holds the guard."""
+        model = self._require_model()
+        directory = self.sessions.directory(session_id)
+        summary_path, cursor_path = directory / "summary.json", directory / CURSOR_FILE
+        previous = rolling.load(summary_path)
+        if previous is None and summary_path.exists():
+            raise FailedPrecondition(
+                f"summary.json of session {session_id} is unreadable (see the server log); fix or delete it "
+                "so that a new summary does not replace it", reason="SUMMARY_UNREADABLE")
+        cursor = read_cursor(cursor_path)
+        if previous is not None and cursor is None:
+            # A summary from before cursors existed: it already covers what is there.
+            latest = self.messages_after(session_id, 0)[-1:]
+            if latest:
+                write_cursor(cursor_path, latest[0])
+            return Result(0, previous)
+        pending = self._pending(session_id, cursor)
+        if not pending:
+            return Result(0, previous)
+        current = rolling.within_rules(previous or Summary())
+        kept = pending
+        if self.judge is not None:
+            kept, current = self._without_noise(pending, current)
+            if not kept:
+                rolling.save(summary_path, current)
+                write_cursor(cursor_path, pending[-1])
+                return Result(len(pending), current)
+        limit = self.settings.summary_chunk_chars
+        lines = [transcript_line(record, limit // 2 - 1) for record in kept]
+        parts = chunks(kept, lines, limit)
+        position = {record.id: index for index, record in enumerate(pending)}
+        covered = 0
+        for number, part in enumerate(parts):
+            if self.stopping.is_set():
+                break
+            system = llm.fill(llm.prompt(SUMMARY_PROMPT), summary=rolling.encode(current).decode(),
+                              language=language_rule(self.settings.reply_lang))
+            try:
+                reply = model.complete(system, "\n".join(lines[i] for i in part))
+                current = rolling.within_rules(rolling.parse_reply(reply))
+            except (MemsvcError, InvalidSummary) as exc:
+                raise self._stopped(session_id, exc, covered, len(pending), number, len(parts)) from exc
+            last = pending[-1] if number == len(parts) - 1 else pending[position[kept[parts[number + 1][0]].id] - 1]
+            rolling.save(summary_path, current)
+            write_cursor(cursor_path, last)
+            covered = position[last.id] + 1
+        return Result(covered, current)
+
+    def _pending(self, session_id: str, cursor: Cursor | None) -> list[Record]:
+        """Messages after the cursor, less the user messages still waiting for a reply."""
+        pending = self.messages_after(session_id, cursor.last_id if cursor else 0)
+        if cursor is not None and cursor.last_id == 0:
+            # A reference cursor: its second is summarized whole, as the reference reads it.
+            next_second = (cursor.send_at // NANOS_PER_SECOND + 1) * NANOS_PER_SECOND
+            pending = [record for record in pending if record.send_at >= next_second]
+        end = len(pending)
+        while end and pending[end - 1].role == "user":
+            end -= 1
+        return pending[:end]
+
+    def _without_noise(self, pending: list[Record], current: Summary) -> tuple[list[Record], Summary]:
+        assert self.judge is not None
+        groups = exchanges(pending)
+        limit = self.settings.summary_chunk_chars
+        texts = ["\n".join(transcript_line(record, limit // 8) for record in group) for group in groups]
+        pruning = self.judge.prune(texts, current)
+        kept = [record for index, group in enumerate(groups) if index not in pruning.noise for record in group]
+        return kept, rolling.without(current, pruning.superseded_key_decisions, pruning.superseded_past_discussions)
+
+    def _stopped(self, session_id: str, exc: Exception, covered: int, total: int, number: int,
+                 parts: int) -> MemsvcError:
+        """The error that ends a run at a failed chunk, saying what was kept."""
+        log.warning("summary run stopped at a failed chunk", extra={
+            "session_id": session_id, "chunk": number + 1, "chunks": parts, "messages_summarized": covered,
+            "reason": getattr(exc, "reason", SummaryReplyInvalid.reason)})
+        progress = (f"; {covered} of {total} messages were summarized before it, Summarize again to continue"
+                    if covered else "; the summary is unchanged")
+        if isinstance(exc, InvalidSummary):
+            return SummaryReplyInvalid(f"the summary model's reply held no valid summary ({exc}){progress}")
+        assert isinstance(exc, MemsvcError)
+        return type(exc)(exc.message + progress, reason=exc.reason, metadata=exc.metadata)
+
+    # -- the job ---------------------------------------------------------------
+
+    def due(self) -> list[str]:
+        """Sessions the job runs: history.json newer than summary.json (or no summary),
+        plus those whose last run stopped early; never `temp-` sessions."""
+        picked = []
+        root = self.sessions.root
+        for entry in sorted(root.iterdir()) if root.is_dir() else []:
+            name = entry.name
+            if name.startswith(TEMP_PREFIX) or not is_session_id(name):
+                continue
+            try:
+                history_time = (entry / "history.json").stat().st_mtime_ns
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            try:
+                summary_time = (entry / "summary.json").stat().st_mtime_ns
+            except FileNotFoundError:
+                summary_time = -1
+            if history_time > summary_time or name in self._retry:
+                picked.append(name)
+        return picked
+
+    def run_job(self) -> None:
+        """One tick of the summary job: each due session in turn, skipping busy ones."""
+        if self.model is None:
+            log.debug("summary job skipped: no summary_model")
+            return
+        for session_id in self.due():
+            if self.stopping.is_set():
+                return
+            with self.guard(session_id, wait=False) as held:
+                if not held:
+                    continue
+                try:
+                    result = self.generate(session_id)
+                except MemsvcError:
+                    self._retry.add(session_id)  # _stopped logged it
+                    continue
+                except Exception:
+                    log.exception("summary run failed", extra={"session_id": session_id})
+                    self._retry.add(session_id)
+                    continue
+                if self.stopping.is_set():
+                    self._retry.add(session_id)
+                else:
+                    self._retry.discard(session_id)
+                log.info("session summarized", extra={"session_id": session_id, "messages": result.count})
+
+    def stop(self) -> None:
+        """Stop after the chunk in flight; what was done stays saved."""
+        self.stopping.set()

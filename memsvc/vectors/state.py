@@ -1,0 +1,364 @@
+"""One session's vector index in memory, and the steps that change it on disk.
+
+Owns the per-session state (the live generation, the in-memory tail, which
+messages have vectors, which are pending) and its transitions: loading it
+from disk against history.json, storing a batch of vectors, planning and
+installing a generation build, clearing. Three locks, always taken in this
+order: `load_lock` (one loader), `file_lock` (the files), `lock` (the fields;
+held only for moments, so the DerivedStore calls never wait on I/O).
+Must never embed or decide policy: store.py does.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from memsvc.core import durable
+from memsvc.core.records import Record
+from memsvc.vectors import build, files
+from memsvc.vectors.embedders.base import Embedder
+from memsvc.vectors.files import ROW_DTYPE, Manifest, TailWriter
+from memsvc.vectors.generation import Damaged, Generation
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = (1.0, 2.0, 5.0, 15.0, 30.0, 60.0)
+_GENERATION_FILE = re.compile(r"gen-(\d+)\.")
+
+
+def record_rows(records: list[Record]) -> np.ndarray:
+    rows = np.zeros(len(records), dtype=ROW_DTYPE)
+    rows["id"] = [record.id for record in records]
+    rows["send_at"] = [record.send_at for record in records]
+    rows["check"] = [files.content_check(record.content) for record in records]
+    return rows
+
+
+class _Tail:
+    """Rows appended since the generation: one writer, readers take views.
+
+    Rows below `length` never change, so a view stays valid while the writer
+    appends; growing allocates new arrays and leaves old views intact.
+    """
+
+    def __init__(self, rows: np.ndarray | None = None, vectors: np.ndarray | None = None):
+        self.rows = rows if rows is not None else np.zeros(0, dtype=ROW_DTYPE)
+        self.vectors = vectors if vectors is not None else np.zeros((0, 0), dtype=np.float32)
+        self.length = len(self.rows)
+
+    def extend(self, rows: np.ndarray, vectors: np.ndarray) -> None:
+        needed = self.length + len(rows)
+        if needed > len(self.rows) or self.vectors.shape[1] != vectors.shape[1]:
+            capacity = max(64, 2 * needed)
+            grown_rows = np.zeros(capacity, dtype=ROW_DTYPE)
+            grown_vectors = np.zeros((capacity, vectors.shape[1]), dtype=np.float32)
+            if self.length:
+                grown_rows[:self.length] = self.rows[:self.length]
+                grown_vectors[:self.length] = self.vectors[:self.length]
+            self.rows, self.vectors = grown_rows, grown_vectors
+        self.rows[self.length:needed] = rows
+        self.vectors[self.length:needed] = vectors
+        self.length = needed
+
+    def view(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.rows[:self.length], self.vectors[:self.length]
+
+    def since(self, start: int) -> _Tail:
+        rows, vectors = self.view()
+        return _Tail(rows[start:].copy(), vectors[start:].copy())
+
+
+class LoadedVectors(msgspec.Struct):
+    manifest: Manifest
+    on_disk: bool
+    generation: Generation | None
+    tail: _Tail
+    next_segment: int
+    next_number: int
+    ids: set[int]
+
+
+class BuildPlan(msgspec.Struct):
+    command: list[str]
+    number: int
+    previous: int | None
+    last_segment: int
+    cut: int
+    "Tail rows at the rotation: they are all in the segments the build reads."
+    epoch: int
+
+
+def _fresh(directory: Path, embedder: Embedder, session_id: str, reason: str) -> LoadedVectors:
+    if reason:
+        log.warning("vector index rebuilt from history", extra={"session_id": session_id, "reason": reason})
+    if directory.exists():
+        durable.remove_tree(directory)
+    manifest = Manifest(embedder=embedder.name, dimension=embedder.dimension)
+    return LoadedVectors(manifest, False, None, _Tail(), 1, 1, set())
+
+
+def load(directory: Path, embedder: Embedder, records: list[Record]) -> LoadedVectors:
+    """The session's index as on disk, checked against the embedder and against
+    `records` (history.json); anything that does not match is rebuilt."""
+    session_id = directory.name
+    manifest = files.read_manifest(directory)
+    if manifest is None:
+        present = directory.is_dir() and any(directory.iterdir())
+        return _fresh(directory, embedder, session_id, "manifest missing or unreadable" if present else "")
+    if (manifest.embedder, manifest.dimension) != (embedder.name, embedder.dimension):
+        return _fresh(directory, embedder, session_id,
+                      f"embedder changed from {manifest.embedder}/{manifest.dimension} to "
+                      f"{embedder.name}/{embedder.dimension}")
+    generation = None
+    if manifest.generation is not None:
+        try:
+            generation = Generation.open(directory, manifest.generation, manifest.dimension)
+        except Damaged as damage:
+            log.warning("vector generation damaged; its messages are embedded again",
+                        extra={"session_id": session_id, "problem": str(damage)})
+        else:
+            if generation.index is None:
+                log.warning("Annoy file damaged; searching exactly until it is rebuilt",
+                            extra={"session_id": session_id, "generation": generation.number})
+    segments = [segment for segment in files.tail_segments(directory) if segment >= manifest.tail_from]
+    parts = [files.read_tail(directory / files.tail_name(segment), manifest.dimension)
+             for segment in segments]
+    dropped = sum(part.dropped for part in parts)
+    if dropped:
+        log.warning("damaged tail records dropped; those messages are embedded again",
+                    extra={"session_id": session_id, "count": dropped})
+    rows = np.concatenate([part.rows for part in parts]) if parts else np.zeros(0, dtype=ROW_DTYPE)
+    vectors = (np.concatenate([part.vectors for part in parts]) if parts
+               else np.zeros((0, manifest.dimension), dtype=np.float32))
+    known = generation.rows["id"] if generation is not None else np.zeros(0, dtype=np.int64)
+    _, first = np.unique(rows["id"], return_index=True)
+    keep = np.sort(first[~np.isin(rows["id"][first], known)])
+    rows, vectors = rows[keep], vectors[keep]
+    all_rows = np.concatenate([np.asarray(generation.rows), rows]) if generation is not None else rows
+    if _out_of_step(all_rows, records):
+        return _fresh(directory, embedder, session_id, "vectors do not match history.json")
+    numbers = [int(match.group(1)) for entry in directory.iterdir() if (match := _GENERATION_FILE.match(entry.name))]
+    _sweep(directory, manifest if generation is not None else None, segments)
+    return LoadedVectors(manifest if generation is not None else msgspec.structs.replace(manifest, generation=None),
+                  True, generation, _Tail(rows, vectors), max(segments, default=manifest.tail_from - 1) + 1,
+                  max(numbers, default=0) + 1, set(all_rows["id"].tolist()))
+
+
+def _out_of_step(rows: np.ndarray, records: list[Record]) -> bool:
+    """True when a stored vector belongs to a message history.json does not hold
+    (a crash between a Reset and its clearing): ids have been reused."""
+    first_id = records[0].id if records else 0
+    live = rows[rows["id"] >= first_id]
+    if not len(live):
+        return False
+    expected = record_rows(records)
+    if not len(expected):
+        return True
+    at = np.minimum(np.searchsorted(expected["id"], live["id"]), len(expected) - 1)
+    match = ((expected["id"][at] == live["id"]) & (expected["send_at"][at] == live["send_at"])
+             & (expected["check"][at] == live["check"]))
+    return not bool(match.all())
+
+
+def _sweep(directory: Path, manifest: Manifest | None, live_segments: list[int]) -> None:
+    """Remove files no manifest points to: a crashed build's output, consumed tail segments."""
+    keep = {files.MANIFEST} | {files.tail_name(segment) for segment in live_segments}
+    if manifest is not None and manifest.generation is not None:
+        keep |= {expected.name for expected in manifest.generation.files}
+    for entry in directory.iterdir():
+        if entry.name not in keep:
+            entry.unlink(missing_ok=True)
+
+
+class SessionVectors:
+    def __init__(self, session_id: str, directory: Path):
+        self.id = session_id
+        self.directory = directory
+        self.load_lock = threading.Lock()
+        self.file_lock = threading.Lock()
+        self.lock = threading.Lock()
+        self.loaded = False
+        self.epoch = 0
+        "Bumped by clear(): work begun before it is discarded."
+        self.recovered: list[Record] | None = None
+        self.manifest: Manifest | None = None
+        self.on_disk = False
+        self.generation: Generation | None = None
+        self.tail = _Tail()
+        self.segment = 1
+        self.next_number = 1
+        self.has_vector: set[int] = set()
+        self.pending: dict[int, Record] = {}
+        self.prepared: dict[int, np.ndarray] = {}
+        "Vectors waiting to be stored: client-supplied, or embedded by a search."
+        self.first_id = 0
+        self._generation_dead: tuple[object, int] = (None, 0)
+        self.retry_at = 0.0
+        self.failures = 0
+        self.building = False
+        self.build_process: subprocess.Popen[bytes] | None = None
+
+    # -- fields (callers hold `lock`) ----------------------------------------------
+
+    def queue(self, records: list[Record]) -> None:
+        for record in records:
+            if record.id >= self.first_id and record.id not in self.has_vector:
+                self.pending[record.id] = record
+
+    def raise_floor(self, first_kept_id: int) -> None:
+        self.first_id = max(self.first_id, first_kept_id)
+        for table in (self.pending, self.prepared):
+            for stale in [id_ for id_ in table if id_ < self.first_id]:
+                del table[stale]
+
+    def dead_rows(self) -> int:
+        tail_rows, _ = self.tail.view()
+        return int((tail_rows["id"] < self.first_id).sum()) + self._dead_in_generation()
+
+    def _dead_in_generation(self) -> int:
+        """Counted once per generation and floor: the generation never changes, and this runs per embed batch."""
+        if self.generation is None:
+            return 0
+        key = (id(self.generation), self.first_id)
+        if self._generation_dead[0] != key:
+            self._generation_dead = (key, int((self.generation.rows["id"] < self.first_id).sum()))
+        return self._generation_dead[1]
+
+    def install(self, loaded: LoadedVectors, records: list[Record]) -> None:
+        self.manifest, self.on_disk, self.generation = loaded.manifest, loaded.on_disk, loaded.generation
+        self.tail, self.segment, self.next_number = loaded.tail, loaded.next_segment, loaded.next_number
+        self.has_vector = loaded.ids
+        self.first_id = max(self.first_id, records[0].id if records else 0)
+        self.loaded, self.recovered = True, None
+        for stored in [id_ for id_ in self.pending if id_ in self.has_vector]:
+            del self.pending[stored]
+        self.queue(records)
+
+    def idle(self) -> bool:
+        """Nothing in flight: the state can be dropped from memory and loaded again later."""
+        if not self.file_lock.acquire(blocking=False):
+            return False
+        try:
+            with self.lock:
+                return not (self.building or self.pending or self.prepared or self.build_process)
+        finally:
+            self.file_lock.release()
+
+    def backoff(self) -> float:
+        with self.lock:
+            delay = RETRY_SECONDS[min(self.failures, len(RETRY_SECONDS) - 1)]
+            self.failures += 1
+            self.retry_at = time.monotonic() + delay
+            return delay
+
+    def needs_build(self, rebuild_rows: int) -> bool:
+        with self.lock:
+            if not self.loaded or self.building:
+                return False
+            items = self.generation.info.items if self.generation is not None else 0
+            damaged = self.generation is not None and self.generation.index is None
+            grown = self.tail.length >= max(rebuild_rows, items // 20)
+            return damaged or grown or self.dead_rows() > 0
+
+    # -- steps that touch files ---------------------------------------------------
+
+    def store(self, rows: np.ndarray, vectors: np.ndarray, epoch: int, embedder: Embedder) -> None:
+        with self.file_lock:
+            with self.lock:
+                if epoch != self.epoch:
+                    return
+                if self.manifest is None:
+                    self.manifest = Manifest(embedder=embedder.name, dimension=embedder.dimension)
+                manifest, on_disk, segment = self.manifest, self.on_disk, self.segment
+            if not on_disk:
+                durable.ensure_dir(self.directory)
+                files.create_manifest(self.directory, manifest)
+            TailWriter(self.directory / files.tail_name(segment), manifest.dimension).append(rows, vectors)
+            with self.lock:
+                self.on_disk = True
+                self.tail.extend(rows, vectors)
+                stored = rows["id"].tolist()
+                self.has_vector.update(stored)
+                for id_ in stored:
+                    self.pending.pop(id_, None)
+                    self.prepared.pop(id_, None)
+                self.failures = 0
+
+    def plan_build(self, trees: int) -> BuildPlan | None:
+        with self.file_lock, self.lock:
+            if not self.loaded or self.building or self.manifest is None or not self.on_disk:
+                return None
+            self.building = True
+            last_segment, cut = self.segment, self.tail.length
+            self.segment += 1
+            number, self.next_number = self.next_number, self.next_number + 1
+            previous = self.generation.number if self.generation is not None else None
+            tails = [segment for segment in files.tail_segments(self.directory)
+                     if self.manifest.tail_from <= segment <= last_segment]
+            command = build.command(self.directory, number, self.manifest.dimension, trees, self.first_id,
+                                       previous, tails)
+            return BuildPlan(command, number, previous, last_segment, cut, self.epoch)
+
+    def install_build(self, plan: BuildPlan, report: bytes) -> int:
+        """Check the new generation's files, then make it live; returns its items."""
+        info = build.parse_report(report)
+        with self.file_lock:
+            if plan.epoch != self.epoch or self.manifest is None:
+                return 0
+            generation = Generation.open(self.directory, info, self.manifest.dimension) if info else None
+            if generation is not None and generation.index is None:
+                raise Damaged(f"generation {plan.number}: its Annoy file does not match what was built")
+            manifest = msgspec.structs.replace(self.manifest, generation=info, tail_from=plan.last_segment + 1)
+            files.write_manifest(self.directory, manifest)
+            with self.lock:
+                # Concurrent searches may still hold the old generation: it is
+                # unmapped when the last of them lets go, never under them.
+                self.generation, self.manifest = generation, manifest
+                self.tail = self.tail.since(plan.cut)
+            _sweep(self.directory, manifest,
+                   [segment for segment in files.tail_segments(self.directory) if segment > plan.last_segment])
+        return info.items if info else 0
+
+    def end_build(self) -> None:
+        with self.lock:
+            self.building = False
+            self.build_process = None
+
+    def stop_build(self) -> None:
+        with self.lock:
+            process = self.build_process
+        if process is not None and process.poll() is None:
+            process.kill()
+
+    def clear(self) -> int:
+        """Drop everything of the session, on disk and in memory; returns the vectors dropped."""
+        self.stop_build()
+        with self.file_lock:
+            with self.lock:
+                dropped = self._count()
+                self.epoch += 1
+                self.loaded, self.recovered, self.manifest, self.on_disk = True, None, None, False
+                self.generation, self.tail = None, _Tail()
+                self.has_vector, self.pending, self.prepared = set(), {}, {}
+                self.first_id, self.failures, self.retry_at = 0, 0, 0.0
+            durable.remove_tree(self.directory)
+        return dropped
+
+    def _count(self) -> int:
+        if self.loaded:
+            return self.tail.length + (self.generation.info.items if self.generation is not None else 0)
+        manifest = files.read_manifest(self.directory)
+        if manifest is None:
+            return 0
+        record_size = files.record_size(manifest.dimension)
+        tails = sum((self.directory / files.tail_name(segment)).stat().st_size // record_size
+                    for segment in files.tail_segments(self.directory) if segment >= manifest.tail_from)
+        return tails + (manifest.generation.items if manifest.generation is not None else 0)

@@ -1,0 +1,229 @@
+"""Compaction, reset and removal across every store, in the safe order.
+
+Owns where history.json may be cut (only after an assistant message), the
+rule that a message leaves history.json only once the archive has committed
+it, auto compaction off the Append path, and the cleanup of idle `temp-`
+sessions. Must never write a store's files itself: each store does that.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
+
+import msgspec
+
+from memsvc.core import failpoints
+from memsvc.core.errors import MemsvcError, NotFound
+from memsvc.core.ids import TEMP_PREFIX
+from memsvc.core.records import Record
+from memsvc.core.units import NANOS_PER_SECOND
+from memsvc.runtime import metrics
+from memsvc.window import history
+from memsvc.window.derived import ArchiveOfRecord
+from memsvc.window.sessions import Session, Sessions
+
+log = logging.getLogger(__name__)
+
+AUTO_COMPACT_RATIO = 0.8
+TEMP_IDLE_NS = 30 * 60 * NANOS_PER_SECOND
+COMPACTIONS = metrics.counter("compactions_total", "Compactions that removed messages from history.json.",
+                              ("trigger",))
+
+SessionHold = Callable[[str], AbstractContextManager[object]]
+"Holds one session against another writer of its files for a block (the summarizer's guard)."
+
+
+class CompactionQueue:
+    """Sessions waiting for auto compaction: Appends add to it, Lifecycle's worker drains it."""
+
+    def __init__(self) -> None:
+        self._pending: set[str] = set()
+        self._wake = threading.Condition()
+        self._closed = False
+
+    def request(self, session_id: str) -> None:
+        with self._wake:
+            self._pending.add(session_id)
+            self._wake.notify()
+
+    def take(self) -> str | None:
+        """The next session to compact, waiting for one; None once closed and drained."""
+        with self._wake:
+            self._wake.wait_for(lambda: self._pending or self._closed)
+            return self._pending.pop() if self._pending else None
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
+
+
+class Compacted(msgspec.Struct):
+    removed: int
+    start_at: int
+    "UTC Unix nanoseconds: send time of the first message left in history.json (0 when none)."
+
+
+class Deleted(msgspec.Struct):
+    history_messages: int = 0
+    archived_messages: int = 0
+    vectors: int = 0
+    summary: bool = False
+
+
+def pair_boundary(records: list[Record], at_most: int) -> int:
+    """The largest cut <= at_most that falls right after an assistant message (0 if none)."""
+    for cut in range(min(at_most, len(records)), 0, -1):
+        if records[cut - 1].role == "assistant":
+            return cut
+    return 0
+
+
+def cut_for_size(records: list[Record], target_bytes: int) -> int:
+    """The smallest pair-boundary cut leaving the rendered history at most `target_bytes`."""
+    sizes = [len(history.encode_line([record], first=False)) for record in records]
+    remaining = len(history.EMPTY) + sum(sizes)
+    needed = 0
+    while needed < len(records) and remaining > target_bytes:
+        remaining -= sizes[needed]
+        needed += 1
+    if needed == 0:
+        return 0
+    for cut in range(needed, len(records)):
+        if cut and records[cut - 1].role == "assistant":
+            return cut
+    return 0
+
+
+class Lifecycle:
+    """Compact, Reset and RemoveSession across every store, and the auto-compaction worker.
+
+    `queue` is the CompactionQueue the sessions' on_oversize fills; `exclusive`
+    are held by Reset and RemoveSession so other writers of a session's files
+    (the summarizer) wait for them.
+    """
+
+    def __init__(self, sessions: Sessions, archive: ArchiveOfRecord, queue: CompactionQueue, *,
+                 exclusive: Sequence[SessionHold] = (), clock: Callable[[], int] = time.time_ns):
+        self.sessions = sessions
+        self.archive = archive
+        self.queue = queue
+        self.exclusive = tuple(exclusive)
+        self.clock = clock
+        self._worker = threading.Thread(target=self._compact_in_background, name="auto-compact", daemon=True)
+        self._worker.start()
+
+    # -- compaction ------------------------------------------------------------
+
+    def compact(self, session_id: str) -> Compacted:
+        """Manual Compact: keep the window, cut on a pair boundary."""
+        self.sessions.require(session_id)
+        keep = self.sessions.settings.max_history_messages
+        return self._compact(session_id, lambda session: pair_boundary(session.records, len(session.records) - keep),
+                             "manual")
+
+    def auto_compact(self, session_id: str) -> Compacted:
+        """Trim an oversize history to at most 80% of max_history_bytes."""
+        limit = self.sessions.settings.max_history_bytes
+
+        def cut_for(session: Session) -> int:
+            if session.size <= limit:
+                return 0
+            cut = cut_for_size(session.records, int(limit * AUTO_COMPACT_RATIO))
+            if not cut:
+                log.warning("history over its size limit has no pair boundary to cut at",
+                            extra={"session": session_id, "bytes": session.size})
+            return cut
+
+        return self._compact(session_id, cut_for, "auto")
+
+    def _compact(self, session_id: str, cut_for: Callable[[Session], int], trigger: str) -> Compacted:
+        with self.sessions.writing(session_id) as session:
+            if cut_for(session) <= 0:
+                return Compacted(0, self._start_at(session))
+            last_queued = session.records[-1].id
+        # Nothing leaves history.json before the archive has committed it. The wait happens
+        # outside the session lock: Appends to this session must not stall behind a commit.
+        self.archive.flush()
+        failpoints.hit("lifecycle.compact.flushed")
+        with self.sessions.writing(session_id) as session:
+            committed = bisect.bisect_right(session.records, last_queued, key=lambda record: record.id)
+            cut = min(cut_for(session), pair_boundary(session.records, committed))
+            if cut <= 0:
+                return Compacted(0, self._start_at(session))
+            removed = self.sessions.trim(session, cut)
+            start_at = self._start_at(session)
+            first_kept = session.records[0].id if session.records else session.next_id
+            for store in self.sessions.derived:
+                store.compacted(session.id, first_kept, start_at)
+        COMPACTIONS.labels(trigger).inc()
+        log.info("compacted", extra={"session": session_id, "removed": len(removed), "bytes": session.size})
+        return Compacted(len(removed), start_at)
+
+    def _start_at(self, session: Session) -> int:
+        return session.records[0].send_at if session.records else self.archive.start_at(session.id)
+
+    def _compact_in_background(self) -> None:
+        while (session_id := self.queue.take()) is not None:
+            try:
+                self.auto_compact(session_id)
+            except MemsvcError as exc:
+                log.error("auto compaction failed; retried at the next append", extra={
+                    "session": session_id, "reason": exc.reason})
+
+    def close(self) -> None:
+        self.queue.close()
+        self._worker.join()
+
+    # -- reset and removal -----------------------------------------------------
+
+    def reset(self, session_id: str, keep_summary: bool) -> Deleted:
+        self.sessions.require(session_id)
+        with self._excluding(session_id), self.sessions.writing(session_id) as session:
+            deleted = self._clear_derived(session_id)
+            deleted.history_messages, deleted.summary = self.sessions.clear(session, drop_summary=not keep_summary)
+        log.info("reset", extra={"session": session_id, "keep_summary": keep_summary})
+        return deleted
+
+    def remove(self, session_id: str) -> Deleted:
+        self.sessions.require(session_id)
+        with self._excluding(session_id), self.sessions.writing(session_id) as session:
+            deleted = self._clear_derived(session_id)
+            deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
+            self.sessions.remove(session)
+        log.info("removed session", extra={"session": session_id})
+        return deleted
+
+    def _excluding(self, session_id: str) -> ExitStack:
+        stack = ExitStack()
+        for hold in self.exclusive:
+            stack.enter_context(hold(session_id))
+        return stack
+
+    def _clear_derived(self, session_id: str) -> Deleted:
+        deleted = Deleted()
+        for store in self.sessions.derived:
+            count = store.cleared(session_id)
+            if store is self.archive:
+                deleted.archived_messages = count
+            else:
+                deleted.vectors += count
+        return deleted
+
+    def remove_idle_temporary(self) -> list[str]:
+        """Remove `temp-` sessions idle for 30 minutes, from every store."""
+        idle_since = self.clock() - TEMP_IDLE_NS
+        removed = []
+        for session_id, last_write in self.sessions.last_writes(prefix=TEMP_PREFIX):
+            if last_write < idle_since:
+                try:
+                    self.remove(session_id)
+                except NotFound:
+                    continue  # removed meanwhile
+                removed.append(session_id)
+        return removed

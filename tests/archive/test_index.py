@@ -1,0 +1,100 @@
+from pathlib import Path
+
+import pytest
+
+from memsvc.archive import keywords
+from memsvc.archive.index import Archive
+from memsvc.core.records import Record
+
+
+@pytest.fixture
+def archive(tmp_path: Path):
+    store = Archive(tmp_path / ".store", commit_interval=0.01)
+    yield store
+    store.close()
+
+
+def record(index: int, text: str, send_at: int | None = None) -> Record:
+    return Record(id=index, role="user" if index % 2 else "assistant", content=text,
+                  send_at=index if send_at is None else send_at, sender="ann" if index == 1 else "")
+
+
+def found(archive: Archive, session: str, query: str, below: int = 10**9, since: int = 0, until: int = 2**63 - 1):
+    return [r.id for r, _ in archive.search(session, keywords.parse(query), below, since, until, 32)]
+
+
+def test_appended_messages_become_searchable_after_flush(archive):
+    archive.appended("s", [record(1, "the sandbox is ready"), record(2, "great")])
+    archive.flush()
+    assert found(archive, "s", "sandbox") == [1]
+    hit, score = archive.search("s", keywords.parse("sandbox"), 10, 0, 2**63 - 1, 5)[0]
+    assert hit == record(1, "the sandbox is ready") and score > 0
+    assert found(archive, "other", "sandbox") == []
+
+
+def test_below_id_and_time_bounds(archive):
+    archive.appended("s", [record(i, f"sandbox {i}", send_at=i * 100) for i in range(1, 6)])
+    archive.flush()
+    assert sorted(found(archive, "s", "sandbox", below=4)) == [1, 2, 3]
+    assert sorted(found(archive, "s", "sandbox", since=200, until=400)) == [2, 3]
+    assert found(archive, "s", "sandbox", below=1) == []
+
+
+def test_reconcile_adds_only_what_is_missing(archive):
+    archive.appended("s", [record(1, "one"), record(2, "two")])
+    archive.flush()
+    archive.recover("s", [record(1, "one"), record(2, "two"), record(3, "three"), record(4, "four")])
+    archive.recover("s", [record(1, "one"), record(2, "two"), record(3, "three"), record(4, "four")])
+    archive.flush()
+    assert archive.count("s") == 4
+    assert found(archive, "s", "three") == [3]
+
+
+def test_reconcile_sees_adds_of_the_same_batch(tmp_path: Path):
+    archive = Archive(tmp_path / ".store", commit_interval=60)  # one batch for everything below
+    try:
+        archive.appended("s", [record(1, "one")])
+        archive.recover("s", [record(1, "one"), record(2, "two")])
+        archive.flush()
+        assert archive.count("s") == 2
+    finally:
+        archive.close()
+
+
+def test_cleared_counts_and_deletes_only_that_session(archive):
+    archive.appended("s", [record(1, "sandbox"), record(2, "sandbox")])
+    archive.appended("t", [record(1, "sandbox")])
+    archive.compacted("s", 2, 123)
+    assert archive.cleared("s") == 2
+    assert archive.count("s") == 0 and archive.count("t") == 1
+    assert archive.start_at("s") == 0
+
+
+def test_start_at_survives_reopen(tmp_path: Path):
+    first = Archive(tmp_path / ".store")
+    first.appended("s", [record(1, "kept forever")])
+    first.compacted("s", 2, 777)
+    first.close()
+    second = Archive(tmp_path / ".store")
+    try:
+        assert second.start_at("s") == 777
+        assert found(second, "s", "forever") == [1]
+    finally:
+        second.close()
+
+
+def test_messages_between_ids_oldest_first(archive):
+    archive.appended("s", [record(i, f"m{i}") for i in range(1, 8)])
+    archive.flush()
+    assert [r.id for r in archive.messages("s", 2, 6)] == [3, 4, 5]
+    assert archive.messages("s", 5, 6) == [] and archive.messages("t", 0, 9) == []
+
+
+@pytest.mark.parametrize("count", [10, 200])  # below and above the in-memory time filter
+def test_time_range_is_exact_for_few_and_many_matches(archive, count):
+    archive.appended("s", [record(i, "sandbox log", send_at=i * 100) for i in range(1, count + 1)])
+    archive.appended("s", [record(count + 1, "unrelated", send_at=500)])
+    archive.flush()
+    hits = archive.search("s", keywords.parse("sandbox"), 10**9, 300, 800, 32)
+    assert sorted(r.id for r, _ in hits) == [3, 4, 5, 6, 7]
+    assert found(archive, "s", "sand") and not found(archive, "s", "andbox")  # word starts only

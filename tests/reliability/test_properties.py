@@ -1,0 +1,127 @@
+"""Property-based bad input through one real server: every reply is a
+documented status, the server stays up, and data it did not accept to change
+stays as it was."""
+
+from __future__ import annotations
+
+import re
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memsvc.v1 import error_memory_pb2 as epb
+from memsvc.v1 import error_memory_pb2_grpc, memory_pb2_grpc
+from memsvc.v1 import memory_pb2 as pb
+from tests.support import ServerProcess
+
+DOCUMENTED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+              grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED}
+VALID_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+CANARY = "canary"
+EXAMPLES = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+nasty_ids = st.sampled_from(["", ".", "..", "../x", "a/b", "/etc/passwd", "a\x00b", "-x", ".store", "x" * 129,
+                             "x" * 10_000, "caf\u00e9", "\u6c99\u76d2", "a b", "sessions", "s\n", "%2e%2e"])
+session_ids = st.one_of(nasty_ids, st.text(max_size=200), st.from_regex(VALID_ID, fullmatch=True)).filter(
+    lambda value: value != CANARY)
+int32s = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+uint32s = st.integers(min_value=0, max_value=2**32 - 1)
+int64s = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+texts = st.one_of(st.text(max_size=300), st.sampled_from(["", " ", "\x00", "x" * 1_100_000]))
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    server = ServerProcess(tmp_path_factory.mktemp("properties") / "data", "--max-request-bytes", "3000000").start()
+    channel = grpc.insecure_channel(server.tcp)
+    memory = memory_pb2_grpc.MemoryServiceStub(channel)
+    memory.Append(pb.AppendRequest(session_id=CANARY, messages=[pb.Message(role=pb.ROLE_USER, content="keep me")]))
+    canary = (server.data_dir / "sessions" / CANARY / "history.json").read_bytes()
+    yield server, channel, memory, error_memory_pb2_grpc.ErrorMemoryServiceStub(channel)
+    assert (server.data_dir / "sessions" / CANARY / "history.json").read_bytes() == canary
+    assert all(VALID_ID.fullmatch(path.name) for path in (server.data_dir / "sessions").iterdir()
+               if not path.name.startswith(".deleting-"))
+    health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    assert health.status == health_pb2.HealthCheckResponse.SERVING
+    channel.close()
+    server.kill()
+
+
+def status_of(call, request) -> grpc.StatusCode:
+    try:
+        call(request, timeout=30)
+    except grpc.RpcError as error:
+        assert error.code() in DOCUMENTED, (error.code(), error.details())
+        return error.code()
+    return grpc.StatusCode.OK
+
+
+messages = st.builds(pb.Message, role=int32s, content=texts, sender=st.text(max_size=300),
+                     send_at_unix_nano=int64s, id=st.integers(min_value=0, max_value=2**64 - 1))
+
+
+@EXAMPLES
+@given(session_id=session_ids, batch=st.lists(messages, max_size=4), key=st.text(max_size=300))
+def test_append(live, session_id, batch, key):
+    _, _, memory, _ = live
+    code = status_of(memory.Append, pb.AppendRequest(session_id=session_id, messages=batch, idempotency_key=key))
+    if not VALID_ID.fullmatch(session_id):
+        assert code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)  # size is checked first
+
+
+@EXAMPLES
+@given(session_id=session_ids, text=texts, mode=int32s, page_size=uint32s, token=st.text(max_size=200))
+def test_session_rpcs(live, session_id, text, mode, page_size, token):
+    _, _, memory, _ = live
+    status_of(memory.GetContext, pb.GetContextRequest(session_id=session_id, request_text=text))
+    status_of(memory.GetSummary, pb.GetSummaryRequest(session_id=session_id))
+    status_of(memory.Compact, pb.CompactRequest(session_id=session_id))
+    status_of(memory.Reset, pb.ResetRequest(session_id=session_id, mode=mode))
+    status_of(memory.Summarize, pb.SummarizeRequest(session_id=session_id))
+    status_of(memory.ListSessions, pb.ListSessionsRequest(page_size=page_size, page_token=token))
+    status_of(memory.RemoveSession, pb.RemoveSessionRequest(session_id=session_id))
+
+
+@EXAMPLES
+@given(session_id=st.one_of(st.just("target"), session_ids), query=texts, match=int32s, limit=uint32s,
+       time_range=int32s, since=int64s, until=int64s, include_window=st.booleans(),
+       vector=st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), max_size=8))
+def test_search(live, session_id, query, match, limit, time_range, since, until, include_window, vector):
+    _, _, memory, _ = live
+    memory.Append(pb.AppendRequest(session_id="target", messages=[pb.Message(role=1, content="the sandbox")]))
+    status_of(memory.Search, pb.SearchRequest(
+        session_id=session_id, query=query, match=match, limit=limit, time_range=time_range,
+        since_unix_nano=since, until_unix_nano=until, include_window=include_window, query_embedding=vector))
+
+
+@EXAMPLES
+@given(tool=texts, keywords=st.lists(st.text(max_size=50), max_size=5), symptom=texts, cause=texts, action=texts,
+       outcome=int32s, session_id=st.text(max_size=200), limit=uint32s, record_id=st.text(max_size=100),
+       page_size=uint32s, token=st.text(max_size=100))
+def test_error_memory(live, tool, keywords, symptom, cause, action, outcome, session_id, limit, record_id,
+                      page_size, token):
+    _, _, _, errors = live
+    status_of(errors.RecordError, epb.RecordErrorRequest(tool_name=tool, keywords=keywords, symptom=symptom,
+                                                         cause=cause, action=action, outcome=outcome,
+                                                         session_id=session_id))
+    status_of(errors.LookupErrors, epb.LookupErrorsRequest(tool_name=tool, error_text=symptom, limit=limit))
+    status_of(errors.SearchErrors, epb.SearchErrorsRequest(query=symptom, limit=limit))
+    status_of(errors.ListErrors, epb.ListErrorsRequest(page_size=page_size, page_token=token, tool_name=tool))
+    status_of(errors.UpdateErrorAction, epb.UpdateErrorActionRequest(id=record_id, action=action))
+    status_of(errors.DeleteError, epb.DeleteErrorRequest(id=record_id))
+
+
+METHODS = [f"/memsvc.v1.MemoryService/{name}" for name in pb.DESCRIPTOR.services_by_name["MemoryService"]
+           .methods_by_name] + [f"/memsvc.v1.ErrorMemoryService/{name}" for name in
+                                epb.DESCRIPTOR.services_by_name["ErrorMemoryService"].methods_by_name]
+
+
+@EXAMPLES
+@given(method=st.sampled_from(METHODS), payload=st.binary(max_size=300))
+def test_raw_bytes_on_the_wire(live, method, payload):
+    _, channel, _, _ = live
+    call = channel.unary_unary(method, request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw)
+    status_of(call, payload)

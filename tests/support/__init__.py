@@ -1,0 +1,213 @@
+"""Shared test support: fixtures that build real things: a real memsvc server process on an
+ephemeral TCP port and a unix socket, over a data directory in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+import pytest
+
+from memsvc.client import Client, MemsvcClientError
+from memsvc.core import config
+from memsvc.core.records import Record
+from memsvc.summary import llm, rolling
+from memsvc.summary.decisions import Judge
+from memsvc.summary.summarizer import Summarizer
+from memsvc.window.sessions import NewMessage, Sessions
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+class ServerProcess:
+    """`python -m memsvc serve` in a subprocess; knows its bound addresses."""
+
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None):
+        self.data_dir = data_dir
+        self.args = list(args)
+        self.env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen[str] | None = None
+        self.tcp = self.unix = ""
+        self.health = self.metrics = ""
+        "Addresses of the health-only and metrics ports, when started with them."
+        self.log_lines: list[str] = []
+
+    @property
+    def socket_path(self) -> Path:
+        return self.data_dir.parent / f"{self.data_dir.name}.sock"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(self.data_dir),
+                "--listen", "127.0.0.1:0", "--listen", f"unix://{self.socket_path}", *self.args]
+
+    def start(self, timeout: float = 30.0) -> ServerProcess:
+        self.process = subprocess.Popen(self.command(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        text=True, env=self.env, cwd=ROOT)
+        deadline = time.monotonic() + timeout
+        assert self.process.stderr is not None
+        while time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line:
+                raise RuntimeError(f"server exited ({self.process.wait()}):\n" + "".join(self.log_lines))
+            self.log_lines.append(line)
+            entry = _json(line)
+            if entry.get("event") == "serving":
+                for address in entry["addresses"]:
+                    if address.startswith("unix://"):
+                        self.unix = address
+                    else:
+                        self.tcp = address
+                self.health, self.metrics = entry.get("health", ""), entry.get("metrics", "")
+                threading.Thread(target=self._drain, daemon=True).start()
+                return self
+        raise RuntimeError("server did not start in time:\n" + "".join(self.log_lines))
+
+    def _drain(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log_lines.append(line)
+
+    def client(self, target: str | None = None, **kwargs: object) -> Client:
+        return Client(target or self.tcp, **kwargs)  # type: ignore[arg-type]
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def restart(self) -> ServerProcess:
+        if self.process is not None and self.process.poll() is None:
+            self.terminate()
+        return self.start()
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> None:
+    """Poll until `condition()` is true: for background work (index builds, embedding)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.05)
+
+
+def kill_during_burst(server: ServerProcess, write: Callable[[Client, int, int], T], workers: int,
+                      until: int) -> list[T]:
+    """Call `write(client, worker, sequence)` from `workers` threads until `until` calls were
+    acknowledged, then SIGKILL the server with calls still in flight. Returns what each
+    acknowledged call returned; a call may fail only because the server died (UNAVAILABLE)."""
+    acknowledged: list[T] = []
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer(worker: int) -> None:
+        with server.client(timeout=5) as client:
+            sequence = 0
+            while not stop.is_set():
+                try:
+                    acknowledged.append(write(client, worker, sequence))
+                except MemsvcClientError as error:
+                    if error.code != grpc.StatusCode.UNAVAILABLE:
+                        failures.append(error)
+                    return
+                sequence += 1
+
+    threads = [threading.Thread(target=writer, args=(worker,)) for worker in range(workers)]
+    for thread in threads:
+        thread.start()
+    while len(acknowledged) < until and not failures:
+        stop.wait(0.001)
+    server.kill()
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    return acknowledged
+
+
+def _json(line: str) -> dict:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return {}
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def make_server(data_dir: Path):
+    started: list[ServerProcess] = []
+
+    def make(*args: str, env: dict[str, str] | None = None, directory: Path | None = None) -> ServerProcess:
+        server = ServerProcess(directory or data_dir, *args, env=env)
+        started.append(server)
+        return server.start()
+
+    yield make
+    for server in started:
+        if server.process is not None and server.process.poll() is None:
+            server.kill()
+
+
+@pytest.fixture
+def server(make_server) -> ServerProcess:
+    return make_server()
+
+
+@pytest.fixture
+def client(server: ServerProcess):
+    with server.client() as memory:
+        yield memory
+
+
+def talk(sessions: Sessions, session_id: str, pairs: int, size: int = 20) -> None:
+    for index in range(pairs):
+        sessions.append(session_id, [NewMessage(role="user", content=f"q{index} " + "x" * size),
+                                     NewMessage(role="assistant", content=f"a{index}")])
+
+
+# -- the summary tier, as a server would build it ---------------------------------
+
+T0 = int(datetime(2025, 3, 1, 14, 2, 7).timestamp()) * 1_000_000_000
+SECOND = 1_000_000_000
+
+
+class World:
+    """Sessions and a summarizer over one data directory, as a server would build them."""
+
+    def __init__(self, tmp_path: Path, base_url: str, **overrides):
+        values = {"data_dir": str(tmp_path / "data"), "llm_base_url": base_url, "summary_model": "sum",
+                  "llm_max_retries": 0, **overrides}
+        self.settings = config.load(values, environ={})
+        self.sessions = Sessions(self.settings, derived=[], embeddings=None, on_oversize=lambda session_id: None)
+        summary_model, decision_model = llm.models(self.settings)
+        judge = Judge(decision_model, self.settings) if decision_model else None
+        self.summarizer = Summarizer(self.settings, self.sessions, self.sessions.records_after, summary_model, judge)
+
+    def say(self, session_id: str, *turns: tuple[str, str], at: int = T0, step: int = SECOND) -> list[Record]:
+        messages = [NewMessage(role=role, content=text, send_at=at + n * step) for n, (role, text) in enumerate(turns)]
+        return self.sessions.append(session_id, messages).records
+
+    def directory(self, session_id: str) -> Path:
+        return self.sessions.directory(session_id)
+
+    def stored(self, session_id: str) -> rolling.Summary | None:
+        return rolling.load(self.directory(session_id) / "summary.json")

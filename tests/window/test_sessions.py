@@ -1,0 +1,131 @@
+from pathlib import Path
+
+import pytest
+
+from memsvc.core import config
+from memsvc.core.errors import InvalidArgument, NotFound
+from memsvc.summary import rolling
+from memsvc.window import history, legacy
+from memsvc.window.sessions import NewMessage, Sessions
+
+
+def make_sessions(tmp_path: Path, **overrides) -> Sessions:
+    settings = config.load({"data_dir": str(tmp_path / "data"), **overrides}, environ={})
+    clock = iter(range(1_000, 10_000_000, 1_000))
+    return Sessions(settings, derived=[], embeddings=None, on_oversize=lambda session_id: None,
+                    clock=lambda: next(clock))
+
+
+def user(text: str, **fields) -> NewMessage:
+    return NewMessage(role="user", content=text, **fields)
+
+
+def test_ids_increase_and_survive_reopen(tmp_path: Path):
+    sessions = make_sessions(tmp_path)
+    first = sessions.append("s", [user("one"), NewMessage(role="assistant", content="two")])
+    second = sessions.append("s", [user("three")])
+    assert [r.id for r in first.records + second.records] == [1, 2, 3]
+    reopened = make_sessions(tmp_path)
+    assert [r.id for r in reopened.append("s", [user("four")]).records] == [4]
+    assert [r.content for r in reopened.window("s")] == ["one", "two", "three", "four"]
+
+
+def test_send_at_zero_means_now_and_given_times_are_kept(tmp_path: Path):
+    sessions = make_sessions(tmp_path)
+    stored = sessions.append("s", [user("a"), user("b", send_at=42)]).records
+    assert stored[0].send_at == 1_000 and stored[1].send_at == 42
+
+
+def test_window_is_the_last_n_without_pair_alignment(tmp_path: Path):
+    sessions = make_sessions(tmp_path, max_history_messages=3)
+    for index in range(7):
+        sessions.append("s", [user(f"m{index}")])
+    assert [r.content for r in sessions.window("s")] == ["m4", "m5", "m6"]
+    assert sessions.window("never-written") == []
+
+
+def test_idempotency_key_replays_the_first_result_even_after_restart(tmp_path: Path):
+    sessions = make_sessions(tmp_path)
+    first = sessions.append("s", [user("a"), user("b")], idempotency_key="k")
+    again = sessions.append("s", [user("different")], idempotency_key="k")
+    assert again.replayed and again.records == first.records
+    reopened = make_sessions(tmp_path)
+    assert reopened.append("s", [user("c")], idempotency_key="k").records == first.records
+    assert len(reopened.window("s")) == 2
+    assert not sessions.append("other", [user("a")], idempotency_key="k").replayed
+
+
+@pytest.mark.parametrize("messages, reason", [
+    ([], "NO_MESSAGES"),
+    ([NewMessage(role="system", content="x")], "INVALID_ROLE"),
+    ([user("   ")], "EMPTY_CONTENT"),
+    ([user("x" * 101)], "MESSAGE_TOO_LARGE"),
+    ([user("ok"), user("x", sender="s" * 300)], "SENDER_TOO_LONG"),
+    ([user("x", send_at=-1)], "INVALID_TIME"),
+])
+def test_bad_messages_are_rejected_and_change_nothing(tmp_path: Path, messages, reason):
+    sessions = make_sessions(tmp_path, max_message_bytes=100)
+    sessions.append("s", [user("kept")])
+    before = (tmp_path / "data/sessions/s/history.json").read_bytes()
+    with pytest.raises(InvalidArgument) as caught:
+        sessions.append("s", messages)
+    assert caught.value.reason == reason
+    assert (tmp_path / "data/sessions/s/history.json").read_bytes() == before
+
+
+def test_too_many_messages(tmp_path: Path):
+    sessions = make_sessions(tmp_path, max_messages_per_request=2)
+    with pytest.raises(InvalidArgument) as caught:
+        sessions.append("s", [user("a")] * 3)
+    assert caught.value.reason == "TOO_MANY_MESSAGES"
+    assert not (tmp_path / "data/sessions/s").exists()
+
+
+def test_legacy_header_gives_time_and_sender_when_send_at_is_zero(tmp_path: Path):
+    sessions = make_sessions(tmp_path)
+    stored = sessions.append("s", [user("sendAt: 2025-01-01 00:00:00, sender: ann\nhello"),
+                                   user("sendAt: 2025-01-01 00:00:00\nkept", send_at=7)]).records
+    assert (stored[0].content, stored[0].sender) == ("hello", "ann")
+    assert stored[0].send_at == legacy.local_to_unix_nano("2025-01-01 00:00:00")
+    assert stored[1].content.startswith("sendAt:") and stored[1].send_at == 7
+
+
+def test_eviction_keeps_memory_bounded_and_data_intact(tmp_path: Path):
+    sessions = make_sessions(tmp_path, max_open_sessions=2)
+    for name in ("a", "b", "c", "a"):
+        sessions.append(name, [user(f"to {name}")])
+    assert len(sessions._open) == 2
+    assert [r.content for r in sessions.window("a")] == ["to a", "to a"]
+    assert [r.id for r in sessions.window("b")] == [1]
+
+
+def test_list_pages_in_id_order(tmp_path: Path):
+    sessions = make_sessions(tmp_path, max_open_sessions=1)
+    for name in ("c", "a", "b"):
+        sessions.append(name, [user("x"), user("y")])
+    rolling.save(sessions.directory("b") / "summary.json",
+                 rolling.Summary(key_decisions=["Do: test"], past_discussions=[]))
+    page, token = sessions.list(2, "")
+    assert [info.session_id for info in page] == ["a", "b"] and token == "b"
+    assert [info.message_count for info in page] == [2, 2]
+    assert [info.has_summary for info in page] == [False, True]
+    rest, token = sessions.list(2, token)
+    assert [info.session_id for info in rest] == ["c"] and token == ""
+    assert rest[0].history_bytes == (tmp_path / "data/sessions/c/history.json").stat().st_size
+
+
+def test_require_unknown_session(tmp_path: Path):
+    with pytest.raises(NotFound):
+        make_sessions(tmp_path).require("ghost")
+
+
+def test_torn_history_is_repaired_on_open(tmp_path: Path):
+    sessions = make_sessions(tmp_path)
+    sessions.append("s", [user("a")])
+    sessions.append("s", [user("b")])
+    path = tmp_path / "data/sessions/s/history.json"
+    path.write_bytes(path.read_bytes()[:-7])
+    reopened = make_sessions(tmp_path)
+    assert [r.content for r in reopened.window("s")] == ["a"]
+    assert reopened.append("s", [user("c")]).records[0].id == 2
+    assert [r.content for r in history.load(path).records] == ["a", "c"]
