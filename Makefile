@@ -36,9 +36,11 @@ $(LOCAL_MODEL_STAMP): $(STAMP)
 
 local-model: $(LOCAL_MODEL_STAMP) ## add the optional local embedding model (torch CPU + all-MiniLM-L6-v2) to .venv
 
-proto: $(STAMP) $(NODE_STAMP) go-tools ## regenerate the Python, TypeScript and Go stubs from proto/ and lint the contract
+proto-python: $(STAMP) ## regenerate only the Python stubs (needs neither Go nor Node) and lint the contract
 	cd proto && ../$(BIN)/buf lint
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
+
+proto: proto-python $(NODE_STAMP) go-tools ## regenerate the Python, TypeScript and Go stubs from proto/ and lint the contract
 	rm -rf $(NODE)/src/gen clients/go/memsvcv1
 	$(BIN)/buf generate proto --template clients/buf.gen.yaml
 	rpc=$$($(BIN)/python -c 'import pathlib; from google.rpc import error_details_pb2 as m; print(pathlib.Path(m.__file__).parents[2])') && \
@@ -81,9 +83,11 @@ test-crash: install ## the long seeded kill -9 loop (ARGS="--iterations 300 --se
 test-load: install ## a bounded load run over loopback (ARGS="--clients 32 --seconds 60"): throughput, p50/p99, errors, memory
 	$(BIN)/python -m tests.reliability.loadrun $(ARGS)
 
-lint: install ## lint the contract and the code
+lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the domain), the import layers
 	cd proto && ../$(BIN)/buf lint
 	$(BIN)/ruff check memsvc tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: install ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
@@ -95,4 +99,4 @@ bench-vectors: install local-model ## the vector index at 10k and 100k vectors v
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors

@@ -40,12 +40,12 @@ class MemsvcClientError(Exception):
     @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> MemsvcClientError:
         reason = ""
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+        status = rpc_status.from_call(error)
         for detail in status.details if status else ():
             info = error_details_pb2.ErrorInfo()
             if detail.Unpack(info):
                 reason = info.reason
-        return cls(error.code(), reason, error.details() or "")  # type: ignore[attr-defined]
+        return cls(error.code(), reason, error.details() or "")
 
 
 MessageLike = pb.Message | tuple[str, str]
@@ -100,7 +100,7 @@ class Client:
         return self._call(self.memory.GetContext,
                           pb.GetContextRequest(session_id=session_id, request_text=request_text), timeout)
 
-    def search(self, session_id: str, query: str, *, match: int = pb.MATCH_UNSPECIFIED, limit: int = 0,
+    def search(self, session_id: str, query: str, *, match: pb.Match = pb.MATCH_UNSPECIFIED, limit: int = 0,
                timeout: float | None = None, **options: Any) -> pb.SearchResponse:
         request = pb.SearchRequest(session_id=session_id, query=query, match=match, limit=limit, **options)
         return self._call(self.memory.Search, request, timeout)
@@ -114,7 +114,7 @@ class Client:
     def get_summary(self, session_id: str, *, timeout: float | None = None) -> pb.GetSummaryResponse:
         return self._call(self.memory.GetSummary, pb.GetSummaryRequest(session_id=session_id), timeout)
 
-    def reset(self, session_id: str, mode: int = pb.RESET_MODE_SUMMARY, *,
+    def reset(self, session_id: str, mode: pb.ResetMode = pb.RESET_MODE_SUMMARY, *,
               timeout: float | None = None) -> pb.ResetResponse:
         return self._call(self.memory.Reset, pb.ResetRequest(session_id=session_id, mode=mode), timeout)
 
@@ -128,7 +128,7 @@ class Client:
 
     # -- ErrorMemoryService --------------------------------------------------
 
-    def record_error(self, tool_name: str, symptom: str, action: str, *, outcome: int = epb.OUTCOME_RESOLVED,
+    def record_error(self, tool_name: str, symptom: str, action: str, *, outcome: epb.Outcome = epb.OUTCOME_RESOLVED,
                      timeout: float | None = None, **fields: Any) -> epb.RecordErrorResponse:
         request = epb.RecordErrorRequest(tool_name=tool_name, symptom=symptom, action=action, outcome=outcome,
                                          **fields)

@@ -219,16 +219,16 @@ class Archive:
         return tantivy.Query.range_query(self.schema, "id", tantivy.FieldType.Unsigned, lowest, highest)
 
     def _count(self, session_id: str) -> int:
-        return self.index.searcher().search(self._session(session_id), limit=1, count=True).count
+        return _total(self.index.searcher().search(self._session(session_id), limit=1, count=True))
 
     def _present_ids(self, session_id: str, lowest: int, highest: int) -> set[int]:
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
                                              (tantivy.Occur.Must, self._id_range(lowest, highest))])
         searcher = self.index.searcher()
-        result = searcher.search(query, limit=1, count=True)
-        if result.count == 0:
+        total = _total(searcher.search(query, limit=1, count=True))
+        if total == 0:
             return set()
-        hits = searcher.search(query, limit=result.count, count=False).hits
+        hits = searcher.search(query, limit=total, count=False).hits
         return {searcher.doc(address)["id"][0] for _, address in hits}
 
     def messages(self, session_id: str, after_id: int, below_id: int) -> list[Record]:
@@ -238,7 +238,7 @@ class Archive:
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
                                              (tantivy.Occur.Must, self._id_range(after_id + 1, below_id - 1))])
         searcher = self.index.searcher()
-        total = searcher.search(query, limit=1, count=True).count
+        total = _total(searcher.search(query, limit=1, count=True))
         if total == 0:
             return []
         hits = searcher.search(query, limit=total, count=False, order_by_field="id", order=tantivy.Order.Asc).hits
@@ -264,7 +264,7 @@ class Archive:
         # A range over send_at scans its column for the whole index; when the words match few
         # messages of the session it is cheaper to read those and check their times.
         few = searcher.search(tantivy.Query.boolean_query(clauses), limit=TIME_FILTER_IN_MEMORY, count=True)
-        if few.count <= TIME_FILTER_IN_MEMORY:
+        if _total(few) <= TIME_FILTER_IN_MEMORY:
             found = [(_record(searcher.doc(address)), score) for score, address in few.hits]
             return [(record, score) for record, score in found if since <= record.send_at < until][:limit]
         clauses.append((tantivy.Occur.Must, tantivy.Query.range_query(
@@ -298,3 +298,7 @@ def _record(document: tantivy.Document) -> Record:
     return Record(id=document["id"][0], role=document["role"][0], content=document["content"][0],
                   send_at=document["send_at"][0], sender=document.get_first("sender") or "")
 
+
+def _total(result: tantivy.SearchResult) -> int:
+    """The number of matches of a search run with count=True (tantivy-py's stubs leave the attribute out)."""
+    return int(result.count)  # type: ignore[attr-defined]

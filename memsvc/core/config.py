@@ -129,10 +129,12 @@ def _field_docs() -> dict[str, str]:
 
     tree = ast.parse(inspect.getsource(Settings))
     docs: dict[str, str] = {}
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    for node, following in itertools.pairwise(body):
-        if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr):
-            docs[node.target.id] = following.value.value  # type: ignore[union-attr]
+    settings_class = tree.body[0]
+    assert isinstance(settings_class, ast.ClassDef)
+    for node, following in itertools.pairwise(settings_class.body):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):
+            docs[node.target.id] = following.value.value
     return docs
 
 

@@ -84,7 +84,7 @@ class Provider:
 
     def _backoff(self, attempt: int) -> float:
         """Exponential with full jitter, so retrying clients spread out."""
-        return random.uniform(0.5, 1.0) * self.first_backoff * (2 ** attempt)
+        return random.uniform(0.5, 1.0) * self.first_backoff * 2.0 ** attempt
 
 
 def _detail(response: httpx.Response) -> str:
@@ -99,7 +99,8 @@ def _detail(response: httpx.Response) -> str:
 
 
 def _retry_after(response: httpx.Response) -> float | None:
+    value: str = response.headers.get("retry-after", "")
     try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
+        return max(0.0, float(value))
     except ValueError:
         return None

@@ -141,7 +141,9 @@ def relevance(lesson: Lesson, failure: Failure) -> float:
 def cosines(query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     """Cosine of `query` with each row of `vectors`; 0 where either has no length."""
     norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(query)
-    return np.divide(vectors @ query, norms, out=np.zeros(len(vectors), dtype=np.float64), where=norms > 0)
+    scores: np.ndarray = np.divide(vectors @ query, norms, out=np.zeros(len(vectors), dtype=np.float64),
+                                   where=norms > 0)
+    return scores
 
 
 def render_related(tool_name: str, lessons: list[Lesson]) -> str:

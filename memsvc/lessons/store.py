@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -82,7 +83,11 @@ _COLUMNS = "id, tool_name, keywords, symptom, cause, action, session_id, created
 _keywords_decoder = msgspec.json.Decoder(list[str])
 
 
-def _lesson(row: tuple) -> Lesson:
+Row = tuple[Any, ...]
+"One row of the lessons table, as sqlite3 gives it."
+
+
+def _lesson(row: Row) -> Lesson:
     return Lesson(id=row[0], tool_name=row[1], keywords=_keywords_decoder.decode(row[2]), symptom=row[3],
                   cause=row[4], action=row[5], session_id=row[6], created_at=row[7], last_hit=row[8],
                   expires_at=row[9], hit_count=row[10])
@@ -96,7 +101,7 @@ def _haystack(lesson: Lesson) -> str:
 
 def _healthy(db: sqlite3.Connection) -> bool:
     try:
-        return db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        return bool(db.execute("PRAGMA quick_check").fetchone()[0] == "ok")
     except sqlite3.DatabaseError:
         return False
 
@@ -111,7 +116,7 @@ class Lessons:
         self.embedder = embedder
         self.embedder_name = "" if embedder is None else embedder.name
         self._embedder_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lessons-embed")
-        self._embedding: Future[list[list[float]]] | None = None
+        self._embedding: Future[np.ndarray] | None = None
         self._embedding_lock = threading.Lock()
         self._lock = threading.Lock()
         durable.ensure_dir(path.parent)
@@ -245,7 +250,7 @@ class Lessons:
                     kept.append(lesson)
         return kept
 
-    def _similarities(self, error_text: str, lessons: list[Lesson], rows: list[tuple]) -> dict[str, float]:
+    def _similarities(self, error_text: str, lessons: list[Lesson], rows: list[Row]) -> dict[str, float]:
         """Cosine of the error text with each lesson at or above MIN_SIMILARITY; {} without an embedder."""
         query = self._embed_one(error_text)
         if query is None:
@@ -330,7 +335,8 @@ class Lessons:
     def list_page(self, page_size: int = 0, page_token: str = "", tool_name: str = "") -> tuple[list[Lesson], str]:
         """One page of live lessons, newest first; the token is where the next page starts."""
         page_size = clamp(page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        where, args = ["expires_at > ?"], [self.clock()]
+        where: list[str] = ["expires_at > ?"]
+        args: list[int | str] = [self.clock()]
         if tool_name:
             where.append("tool_key = ?")
             args.append(check_tool_name(tool_name).casefold())

@@ -6,6 +6,9 @@ are rejected here because only the wire can carry them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.records import ROLES, Record
 from memsvc.search.query import Hit, Query
@@ -25,8 +28,8 @@ def new_message(message: pb.Message) -> NewMessage:
 
 
 def message(record: Record) -> pb.Message:
-    return pb.Message(id=record.id, role=ROLE_VALUES.get(record.role, pb.ROLE_UNSPECIFIED), content=record.content,
-                      sender=record.sender, send_at_unix_nano=record.send_at)
+    return pb.Message(id=record.id, role=pb.Role.Name(ROLE_VALUES.get(record.role, pb.ROLE_UNSPECIFIED)),
+                      content=record.content, sender=record.sender, send_at_unix_nano=record.send_at)
 
 
 def summary(value: Summary) -> pb.Summary:
@@ -52,7 +55,7 @@ SOURCES = {"recent": pb.SOURCE_RECENT, "archive": pb.SOURCE_ARCHIVE}
 RESET_MODES = {pb.RESET_MODE_UNSPECIFIED: "summary", pb.RESET_MODE_SUMMARY: "summary", pb.RESET_MODE_ALL: "all"}
 
 
-def enum_name(value: int, names: dict[int, str], field: str) -> str:
+def enum_name(value: int, names: Mapping[Any, str], field: str) -> str:
     """The domain name of an enum value; proto3 keeps numbers this server does not know."""
     if value not in names:
         raise InvalidArgument(f"{field} has unknown value {value}", reason="INVALID_ENUM")

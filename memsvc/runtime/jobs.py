@@ -37,7 +37,7 @@ def local_now() -> datetime:
 
 
 class Job:
-    def __init__(self, name: str, schedule: str, action: Callable[[], None], now: datetime):
+    def __init__(self, name: str, schedule: str, action: Callable[[], object], now: datetime):
         try:
             self.next_at = next(CronSim(schedule, now))
         except (CronSimError, StopIteration) as exc:
@@ -66,7 +66,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._loop: threading.Thread | None = None
 
-    def register(self, name: str, schedule: str, action: Callable[[], None]) -> Job:
+    def register(self, name: str, schedule: str, action: Callable[[], object]) -> Job:
         """Run `action()` at the times `schedule` (a 5-field cron expression) names."""
         job = Job(name, schedule, action, self.clock())
         with self._lock:

@@ -49,7 +49,8 @@ class _Readings(Collector):
     """Numbers read from the domain when Prometheus scrapes."""
 
     def __init__(self) -> None:
-        self.readings: dict[str, tuple[type[Metric], str, Callable[[], float]]] = {}
+        self.readings: dict[str, tuple[type[GaugeMetricFamily] | type[CounterMetricFamily], str,
+                                       Callable[[], float]]] = {}
 
     def collect(self) -> Iterator[Metric]:
         for name, (family, documentation, read) in list(self.readings.items()):
@@ -73,10 +74,14 @@ def _name(name: str) -> str:
 
 
 def _instrument(kind: type[Counter | Histogram], name: str, documentation: str, labels: tuple[str, ...],
-                **options: object) -> Counter | Histogram:
+                buckets: tuple[float, ...] = LATENCY_BUCKETS) -> Counter | Histogram:
     found = _instruments.get(name)
     if found is None:
-        found = _instruments[name] = kind(_name(name), documentation, labels, registry=REGISTRY, **options)
+        if kind is Histogram:
+            found = Histogram(_name(name), documentation, labels, registry=REGISTRY, buckets=buckets)
+        else:
+            found = Counter(_name(name), documentation, labels, registry=REGISTRY)
+        _instruments[name] = found
     if not isinstance(found, kind):
         raise TypeError(f"metric {name!r} is already a {type(found).__name__}")
     return found

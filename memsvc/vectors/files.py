@@ -130,7 +130,7 @@ def save_array(path: Path, array: np.ndarray) -> None:
     """An .npy file, written atomically."""
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
-    durable.atomic_write(path, buffer.getbuffer())
+    durable.atomic_write(path, buffer.getvalue())
 
 
 class TailRows(msgspec.Struct):
@@ -163,7 +163,7 @@ class TailWriter:
 
 
 def _crc(record: np.ndarray | memoryview) -> int:
-    data = memoryview(record).cast("B") if isinstance(record, np.ndarray) else record
+    data = memoryview(record.tobytes()) if isinstance(record, np.ndarray) else record
     return zlib.crc32(data[_HEADER:], zlib.crc32(data[:20]))
 
 

@@ -119,7 +119,7 @@ class Generation:
         if self.index is None or len(self.rows) <= EXACT_ITEMS:
             return exact(self.rows, self.vectors, query, limit, eligible)
         share = 1.0
-        if not eligible.covers(*self.extremes):
+        if self.extremes is not None and not eligible.covers(*self.extremes):
             qualifying = int(eligible.mask(self.rows).sum())
             if qualifying <= EXACT_SUBSET:
                 return exact(self.rows, self.vectors, query, limit, eligible)

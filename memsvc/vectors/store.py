@@ -165,7 +165,8 @@ class VectorStore:
                 metadata={"expected": str(self.embedder.dimension), "got": str(len(vector))})
         if not np.isfinite(vector).all() or not vector.any():
             raise InvalidArgument(f"{field} must be finite and not all zero", reason="INVALID_EMBEDDING")
-        return unit_length(vector[None, :])[0]
+        unit: np.ndarray = unit_length(vector[None, :])[0]
+        return unit
 
     # -- search --------------------------------------------------------------
 
@@ -284,7 +285,8 @@ class VectorStore:
             return False
         todo = [record for record in batch if record.id not in known]
         try:
-            fresh = self.embedder.vectors([record.content for record in todo]) if todo else []
+            fresh = (self.embedder.vectors([record.content for record in todo]) if todo
+                     else np.zeros((0, self.embedder.dimension), dtype=np.float32))
         except MemsvcError as error:
             delay = state.backoff()
             log.warning("embedding failed; will retry", extra={
@@ -337,8 +339,10 @@ class VectorStore:
         deadline = time.monotonic() + DRAIN_SECONDS
         with self._wake:
             while self._ready and (left := deadline - time.monotonic()) > 0:
-                batches = self._embedded_batches
-                self._wake.wait_for(lambda seen=batches: self._embedded_batches != seen, left)
+                def progressed(seen: int = self._embedded_batches) -> bool:
+                    return self._embedded_batches != seen
+
+                self._wake.wait_for(progressed, left)
             self._stopping = True
             self._wake.notify_all()
         with self._registry:

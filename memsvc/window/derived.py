@@ -46,7 +46,7 @@ class EmbeddingSink(Protocol):
         """`records` are durable; keep their embeddings. Called before DerivedStore.appended."""
 
 
-class ArchiveOfRecord(Protocol):
+class ArchiveOfRecord(DerivedStore, Protocol):
     """The derived store that becomes the source of truth for messages compacted out of history.json."""
 
     def flush(self) -> None:

@@ -84,10 +84,10 @@ def decode(data: bytes) -> Decoded:
         else:
             if _ids_increasing(records):
                 return Decoded(records, canonical=True, complete=True)
-    records = _decode_lenient(data)
-    if records is None:
+    lenient = _decode_lenient(data)
+    if lenient is None:
         return Decoded(_salvage_lines(data), canonical=False, complete=False)
-    return Decoded(records, canonical=False, complete=True)
+    return Decoded(lenient, canonical=False, complete=True)
 
 
 def load(path: Path) -> LoadedHistory:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol
 
 import msgspec
 
@@ -52,11 +51,7 @@ def adopt(records: Iterable[Record], fallback_send_at: int) -> list[Record]:
     return adopted
 
 
-class _Archive(DerivedStore, ArchiveOfRecord, Protocol):
-    """The archive, which takes every imported message."""
-
-
-def import_directory(source: Path, sessions_dir: Path, archive: _Archive,
+def import_directory(source: Path, sessions_dir: Path, archive: ArchiveOfRecord,
                      progress: Callable[[list[Path]], Iterable[Path]] | None = None) -> Report:
     """Import every session of `source` into `sessions_dir`, every message into `archive`.
 

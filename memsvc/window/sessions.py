@@ -277,7 +277,7 @@ class Sessions:
 
     # -- listing -----------------------------------------------------------
 
-    def list(self, page_size: int, page_token: str) -> tuple[list[SessionInfo], str]:
+    def list_page(self, page_size: int, page_token: str) -> tuple[list[SessionInfo], str]:
         """One page of sessions ordered by id; the token is the last id shown.
 
         `page_size` 0 means DEFAULT_PAGE_SIZE; more than MAX_PAGE_SIZE gets MAX_PAGE_SIZE.

@@ -105,11 +105,11 @@ def test_list_pages_in_id_order(tmp_path: Path):
         sessions.append(name, [user("x"), user("y")])
     rolling.save(sessions.directory("b") / "summary.json",
                  rolling.Summary(key_decisions=["Do: test"], past_discussions=[]))
-    page, token = sessions.list(2, "")
+    page, token = sessions.list_page(2, "")
     assert [info.session_id for info in page] == ["a", "b"] and token == "b"
     assert [info.message_count for info in page] == [2, 2]
     assert [info.has_summary for info in page] == [False, True]
-    rest, token = sessions.list(2, token)
+    rest, token = sessions.list_page(2, token)
     assert [info.session_id for info in rest] == ["c"] and token == ""
     assert rest[0].history_bytes == (tmp_path / "data/sessions/c/history.json").stat().st_size
 

@@ -54,7 +54,8 @@ def _splitmix(values: np.ndarray) -> np.ndarray:
     values = values * np.uint64(0xBF58476D1CE4E5B9)
     values = values ^ (values >> np.uint64(27))
     values = values * np.uint64(0x94D049BB133111EB)
-    return values ^ (values >> np.uint64(31))
+    mixed: np.ndarray = values ^ (values >> np.uint64(31))
+    return mixed
 
 
 def _constants(count: int, seed: int) -> np.ndarray:
@@ -79,7 +80,8 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """values in sorted_set, for a small set (np.isin sorts both sides every call)."""
     at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return sorted_set[at] == values
+    found: np.ndarray = sorted_set[at] == values
+    return found
 
 
 class _Features:
