@@ -14,10 +14,12 @@ import argparse
 import itertools
 import os
 import tomllib
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
+from cronsim import CronSim, CronSimError
 
 from memsvc.core.errors import InvalidSetting
 
@@ -208,3 +210,8 @@ def _check(settings: Settings) -> None:
         raise InvalidSetting("tls_cert_file and tls_key_file go together: set both or neither")
     if settings.tls_client_ca_file and not settings.tls_cert_file:
         raise InvalidSetting("tls_client_ca_file needs tls_cert_file and tls_key_file: mTLS is TLS first")
+    for name in ("summary_schedule", "error_purge_schedule"):
+        try:
+            CronSim(getattr(settings, name), datetime.now())
+        except CronSimError as exc:
+            raise InvalidSetting(f"{name} {getattr(settings, name)!r} is not a cron expression ({exc})") from exc

@@ -148,8 +148,8 @@ def load(directory: Path, embedder: Embedder, records: list[Record]) -> LoadedVe
     numbers = [int(match.group(1)) for entry in directory.iterdir() if (match := _GENERATION_FILE.match(entry.name))]
     _sweep(directory, manifest if generation is not None else None, segments)
     return LoadedVectors(manifest if generation is not None else msgspec.structs.replace(manifest, generation=None),
-                  True, generation, _Tail(rows, vectors), max(segments, default=manifest.tail_from - 1) + 1,
-                  max(numbers, default=0) + 1, set(all_rows["id"].tolist()))
+                         True, generation, _Tail(rows, vectors), max(segments, default=manifest.tail_from - 1) + 1,
+                         max(numbers, default=0) + 1, set(all_rows["id"].tolist()))
 
 
 def _out_of_step(rows: np.ndarray, records: list[Record]) -> bool:
@@ -304,7 +304,7 @@ class SessionVectors:
             tails = [segment for segment in files.tail_segments(self.directory)
                      if self.manifest.tail_from <= segment <= last_segment]
             command = build.command(self.directory, number, self.manifest.dimension, trees, self.first_id,
-                                       previous, tails)
+                                    previous, tails)
             return BuildPlan(command, number, previous, last_segment, cut, self.epoch)
 
     def install_build(self, plan: BuildPlan, report: bytes) -> int:
