@@ -1,6 +1,7 @@
 """Property-based bad input through one real server: every reply is a
 documented status, the server stays up, and data it did not accept to change
-stays as it was."""
+stays as it was. The invariants are checked after every example, so the
+first input that breaks one is the one Hypothesis reports."""
 
 from __future__ import annotations
 
@@ -33,20 +34,38 @@ int64s = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 texts = st.one_of(st.text(max_size=300), st.sampled_from(["", " ", "\x00", "x" * 1_100_000]))
 
 
+class Live:
+    """One server for every example, and the invariants no input may break."""
+
+    def __init__(self, server: ServerProcess):
+        self.server = server
+        self.channel = grpc.insecure_channel(server.tcp)
+        self.memory = memory_pb2_grpc.MemoryServiceStub(self.channel)
+        self.errors = error_memory_pb2_grpc.ErrorMemoryServiceStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+        self.memory.Append(pb.AppendRequest(session_id=CANARY,
+                                            messages=[pb.Message(role=pb.ROLE_USER, content="keep me")]))
+        self.canary = self._canary()
+
+    def _canary(self) -> bytes:
+        return (self.server.data_dir / "sessions" / CANARY / "history.json").read_bytes()
+
+    def check(self) -> None:
+        """The canary session is untouched, no directory escaped the id rules, and the server still serves."""
+        assert self._canary() == self.canary
+        strays = [path.name for path in (self.server.data_dir / "sessions").iterdir()
+                  if not VALID_ID.fullmatch(path.name) and not path.name.startswith(".deleting-")]
+        assert not strays
+        status = self.health.Check(health_pb2.HealthCheckRequest(), timeout=10).status
+        assert status == health_pb2.HealthCheckResponse.SERVING
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     server = ServerProcess(tmp_path_factory.mktemp("properties") / "data", "--max-request-bytes", "3000000").start()
-    channel = grpc.insecure_channel(server.tcp)
-    memory = memory_pb2_grpc.MemoryServiceStub(channel)
-    memory.Append(pb.AppendRequest(session_id=CANARY, messages=[pb.Message(role=pb.ROLE_USER, content="keep me")]))
-    canary = (server.data_dir / "sessions" / CANARY / "history.json").read_bytes()
-    yield server, channel, memory, error_memory_pb2_grpc.ErrorMemoryServiceStub(channel)
-    assert (server.data_dir / "sessions" / CANARY / "history.json").read_bytes() == canary
-    assert all(VALID_ID.fullmatch(path.name) for path in (server.data_dir / "sessions").iterdir()
-               if not path.name.startswith(".deleting-"))
-    health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
-    assert health.status == health_pb2.HealthCheckResponse.SERVING
-    channel.close()
+    checked = Live(server)
+    yield checked
+    checked.channel.close()
     server.kill()
 
 
@@ -66,16 +85,16 @@ messages = st.builds(pb.Message, role=int32s, content=texts, sender=st.text(max_
 @EXAMPLES
 @given(session_id=session_ids, batch=st.lists(messages, max_size=4), key=st.text(max_size=300))
 def test_append(live, session_id, batch, key):
-    _, _, memory, _ = live
-    code = status_of(memory.Append, pb.AppendRequest(session_id=session_id, messages=batch, idempotency_key=key))
+    code = status_of(live.memory.Append, pb.AppendRequest(session_id=session_id, messages=batch, idempotency_key=key))
     if not VALID_ID.fullmatch(session_id):
         assert code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)  # size is checked first
+    live.check()
 
 
 @EXAMPLES
 @given(session_id=session_ids, text=texts, mode=int32s, page_size=uint32s, token=st.text(max_size=200))
 def test_session_rpcs(live, session_id, text, mode, page_size, token):
-    _, _, memory, _ = live
+    memory = live.memory
     status_of(memory.GetContext, pb.GetContextRequest(session_id=session_id, request_text=text))
     status_of(memory.GetSummary, pb.GetSummaryRequest(session_id=session_id))
     status_of(memory.Compact, pb.CompactRequest(session_id=session_id))
@@ -83,6 +102,7 @@ def test_session_rpcs(live, session_id, text, mode, page_size, token):
     status_of(memory.Summarize, pb.SummarizeRequest(session_id=session_id))
     status_of(memory.ListSessions, pb.ListSessionsRequest(page_size=page_size, page_token=token))
     status_of(memory.RemoveSession, pb.RemoveSessionRequest(session_id=session_id))
+    live.check()
 
 
 @EXAMPLES
@@ -90,11 +110,11 @@ def test_session_rpcs(live, session_id, text, mode, page_size, token):
        time_range=int32s, since=int64s, until=int64s, include_window=st.booleans(),
        vector=st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), max_size=8))
 def test_search(live, session_id, query, match, limit, time_range, since, until, include_window, vector):
-    _, _, memory, _ = live
-    memory.Append(pb.AppendRequest(session_id="target", messages=[pb.Message(role=1, content="the sandbox")]))
-    status_of(memory.Search, pb.SearchRequest(
+    live.memory.Append(pb.AppendRequest(session_id="target", messages=[pb.Message(role=1, content="the sandbox")]))
+    status_of(live.memory.Search, pb.SearchRequest(
         session_id=session_id, query=query, match=match, limit=limit, time_range=time_range,
         since_unix_nano=since, until_unix_nano=until, include_window=include_window, query_embedding=vector))
+    live.check()
 
 
 @EXAMPLES
@@ -103,7 +123,7 @@ def test_search(live, session_id, query, match, limit, time_range, since, until,
        page_size=uint32s, token=st.text(max_size=100))
 def test_error_memory(live, tool, keywords, symptom, cause, action, outcome, session_id, limit, record_id,
                       page_size, token):
-    _, _, _, errors = live
+    errors = live.errors
     status_of(errors.RecordError, epb.RecordErrorRequest(tool_name=tool, keywords=keywords, symptom=symptom,
                                                          cause=cause, action=action, outcome=outcome,
                                                          session_id=session_id))
@@ -112,6 +132,7 @@ def test_error_memory(live, tool, keywords, symptom, cause, action, outcome, ses
     status_of(errors.ListErrors, epb.ListErrorsRequest(page_size=page_size, page_token=token, tool_name=tool))
     status_of(errors.UpdateErrorAction, epb.UpdateErrorActionRequest(id=record_id, action=action))
     status_of(errors.DeleteError, epb.DeleteErrorRequest(id=record_id))
+    live.check()
 
 
 METHODS = [f"/memsvc.v1.MemoryService/{name}" for name in pb.DESCRIPTOR.services_by_name["MemoryService"]
@@ -122,6 +143,6 @@ METHODS = [f"/memsvc.v1.MemoryService/{name}" for name in pb.DESCRIPTOR.services
 @EXAMPLES
 @given(method=st.sampled_from(METHODS), payload=st.binary(max_size=300))
 def test_raw_bytes_on_the_wire(live, method, payload):
-    _, channel, _, _ = live
-    call = channel.unary_unary(method, request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw)
+    call = live.channel.unary_unary(method, request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw)
     status_of(call, payload)
+    live.check()
