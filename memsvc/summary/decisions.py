@@ -21,6 +21,7 @@ import msgspec
 from memsvc.core.config import Settings
 from memsvc.core.errors import MemsvcError
 from memsvc.core.records import Record
+from memsvc.core.units import NANOS_PER_SECOND
 from memsvc.summary import llm, rolling
 from memsvc.summary.rolling import Summary
 
@@ -118,7 +119,7 @@ class Judge:
         """
         candidates = whole
         if window:
-            oldest = datetime.fromtimestamp(window[0].send_at / 1e9)
+            oldest = datetime.fromtimestamp(window[0].send_at / NANOS_PER_SECOND)
             candidates = rolling.discussed_since(whole, oldest)
         if candidates.is_empty():
             return candidates

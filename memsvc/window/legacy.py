@@ -14,6 +14,8 @@ from datetime import datetime
 
 import msgspec
 
+from memsvc.core.units import NANOS_PER_SECOND
+
 _TIME_LINE = re.compile(r"^(?:當前時間|当前时间)\s*[:：]\s*(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\s*$")
 _SENDER_LINE = re.compile(r"^(?:傳送者|传送者|發送者|发送者)\s*[:：]\s*(.*?)\s*$")
 _SEND_AT_LINE = re.compile(
@@ -32,7 +34,7 @@ class Header(msgspec.Struct):
 def local_to_unix_nano(text: str) -> int:
     """`YYYY-MM-DD HH:MM:SS` in the local time zone, as UTC Unix nanoseconds."""
     moment = datetime.strptime(text.replace("T", " "), "%Y-%m-%d %H:%M:%S").astimezone()
-    return int(moment.timestamp()) * 1_000_000_000
+    return int(moment.timestamp()) * NANOS_PER_SECOND
 
 
 def parse(content: str) -> Header | None:
