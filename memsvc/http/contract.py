@@ -42,9 +42,11 @@ class Contract(ConnectASGIApplication[Mapping[str, object]]):
     path = "/"
 
     def __init__(self, servicers: Mapping[str, object], gate: Gate, max_request_bytes: int):
+        # Built now, not at the first request: a method calls.py cannot serve stops the start.
+        routes = calls.endpoints(servicers, gate)
         # No compression: connectrpc inflates a gzip body whole, on the event loop, before any size check.
-        super().__init__(service=servicers, endpoints=lambda served: calls.endpoints(served, gate),
-                         read_max_bytes=max_request_bytes, compressions=())
+        super().__init__(service=servicers, endpoints=lambda _: routes, read_max_bytes=max_request_bytes,
+                         compressions=())
         self.max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:

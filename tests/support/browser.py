@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(os.environ.get("MEMSVC_SCREENSHOTS", ROOT / "build" / "screenshots" / "dashboard"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One Chromium per test module: Playwright's sync API holds an event loop on this thread while it runs."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium (as root)")
     with sync_playwright() as playwright:
