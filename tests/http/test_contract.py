@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -19,6 +20,7 @@ from tests.support import curl
 from tests.support.certificates import tls_flags
 from tests.support.llm_server import Reply, summary_reply
 
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-0123456789abcdef"
 EVERY_RPC = {f"{service.name}/{method.name}" for module in (memory_pb2, error_memory_pb2)
              for service in module.DESCRIPTOR.services_by_name.values() for method in service.methods}
@@ -260,3 +262,28 @@ def test_grpc_callers_see_no_difference_with_the_http_listener_open(make_server)
             client.get_context("../x")
         assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
         assert caught.value.reason == "INVALID_SESSION_ID"
+
+
+def test_the_readme_one_liners_do_what_they_say(make_server, llm_server):
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## HTTP/JSON and the dashboard"):]
+    block = section[section.index("```sh\n") + 6:section.index("```\n", section.index("```sh\n"))]
+    lines = [line for line in block.splitlines() if line.startswith("curl ")]
+    assert len(lines) == 6
+    server = make_server(*http("--max-history-messages", "2", "--llm-base-url", llm_server.base_url,
+                               "--summary-model", "sum", "--llm-max-retries", "0"))
+    with server.client() as client:
+        client.append("my-session", [(m["role"].removeprefix("ROLE_").lower(), m["content"]) for m in CONVERSATION])
+        lesson = client.record_error("web_fetch", "HTTP 403 Forbidden", "retry").record
+    llm_server.script("sum", summary_reply(["Do: keep it short"]))
+    replies = []
+    for line in lines:
+        done = subprocess.run(["bash", "-c", line.replace("127.0.0.1:8080", server.http)], capture_output=True,
+                              text=True, timeout=60, check=True, env={"ID": lesson.id, "PATH": "/usr/bin:/bin"})
+        replies.append(json.loads(done.stdout))
+    compact, summarize, keep, wipe, listed, edited = replies
+    assert compact["removed"] == 2 and summarize["count"] == 4  # compacted messages are summarized too
+    assert "summary" not in keep["deleted"] and wipe["deleted"] == {"summary": True}  # only the summary was left
+    assert [r["id"] for r in listed["records"]] == [lesson.id]
+    assert edited["record"]["action"] == "send a browser User-Agent"
+    assert edited["record"]["expiresAtUnixNano"] == listed["records"][0]["expiresAtUnixNano"]
