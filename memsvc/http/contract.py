@@ -15,13 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from connectrpc._protocol import HTTPException
-from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.server import ConnectASGIApplication
 from google.protobuf.json_format import ParseError
 from google.protobuf.message import DecodeError
 
-from memsvc.core.errors import ResourceExhausted
+from memsvc.core.errors import MemsvcError, ResourceExhausted
 from memsvc.http import calls
 from memsvc.http.gate import Gate
 from memsvc.rpc.malformed import undecodable
@@ -79,5 +78,6 @@ class Contract(ConnectASGIApplication[Mapping[str, object]]):
             exc = calls.connect_error(to_status(undecodable(exc)))
         elif not isinstance(exc, (ConnectError, HTTPException)):
             log.error("unexpected error in the HTTP listener", exc_info=exc)
-            exc = ConnectError(Code.INTERNAL, "internal error in the HTTP listener; the server log has the details")
+            exc = calls.connect_error(to_status(MemsvcError(
+                "internal error in the HTTP listener; the server log has the details", reason="INTERNAL")))
         await super()._handle_error(exc, ctx, send)

@@ -84,7 +84,7 @@ class Routes:
 
 
 class HttpListener:
-    """Opened by rpc/server.py once the servicers exist; closed before the gRPC server drains."""
+    """Opened by rpc/server.py once the gRPC server listens; closed while the gRPC server drains."""
 
     name = "http"
 
