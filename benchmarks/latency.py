@@ -8,7 +8,7 @@ servers differ (the noise); calls are interleaved round by round so noise
 hits all alike. Opening the HTTP listener must change nothing for gRPC
 clients: its ratios to the first server should sit within the twin's. The
 same calls over HTTP/JSON (the Connect protocol, one keep-alive connection)
-are timed on it too.
+are then timed beside the same calls over gRPC on that server.
 
     .venv/bin/python benchmarks/latency.py [--rounds 2000]
 """
@@ -142,19 +142,26 @@ def main() -> None:
         for suffix, extra in flags.items():
             servers[suffix] = ServerProcess(Path(tmp) / f"data{suffix}", *extra).start()
             stack.callback(servers[suffix].terminate)
-        calls = {}
+        calls, clients = {}, {}
         for suffix, server in servers.items():
-            client = stack.enter_context(Client(server.tcp))
-            client.get_context("big")  # open it once, as a live session is
-            calls.update(grpc_calls(suffix, stack.enter_context(grpc.insecure_channel(server.tcp)), client))
+            clients[suffix] = stack.enter_context(Client(server.tcp))
+            clients[suffix].get_context("big")  # open it once, as a live session is
+            calls.update(grpc_calls(suffix, stack.enter_context(grpc.insecure_channel(server.tcp)), clients[suffix]))
+        time.sleep(SETTLE_SECONDS)  # vectors of the big sessions are embedded and indexed in the background
+        # The three servers get the same calls, in an order that rotates: no server always goes first.
+        results = interleaved(calls, rounds=args.rounds, rotate=True)
+        rates = side_by_side({suffix: server.tcp for suffix, server in servers.items()}, args.seconds)
+        # Then HTTP/JSON beside gRPC on the server that serves both.
         json_client = ConnectJson(servers[HTTP_LISTEN].http)
+        grpc_client = clients[HTTP_LISTEN]
         append = {"session_id": "fresh-http", "messages": [{"role": "ROLE_USER", "content": "hello"}]}
         big = {"session_id": "big"}
-        calls["http_json_append_empty"] = lambda: json_client.call("MemoryService/Append", append)
-        calls["http_json_get_context_4mib"] = lambda: json_client.call("MemoryService/GetContext", big)
-        time.sleep(SETTLE_SECONDS)  # vectors of the big sessions are embedded and indexed in the background
-        results = interleaved(calls, rounds=args.rounds)
-        rates = side_by_side({suffix: server.tcp for suffix, server in servers.items()}, args.seconds)
+        results.update(interleaved({
+            "grpc_append_empty_beside_http": lambda: grpc_client.append("fresh", [("user", "hello")]),
+            "http_json_append_empty": lambda: json_client.call("MemoryService/Append", append),
+            "grpc_get_context_4mib_beside_http": lambda: grpc_client.get_context("big"),
+            "http_json_get_context_4mib": lambda: json_client.call("MemoryService/GetContext", big),
+        }, rounds=args.rounds, rotate=True))
     floor = results["health_check"]["p50_ms"]
     check_rate, rate = rates[""]
     report = {
@@ -166,6 +173,9 @@ def main() -> None:
         "checks_per_second_16_clients": round(check_rate),
         "with_http_listen_over_without": over_plain(results, rates, HTTP_LISTEN),
         "twin_over_without": over_plain(results, rates, TWIN),
+        "http_json_over_grpc_p50": {name: round(results[f"http_json_{name}"]["p50_ms"]
+                                                / results[f"grpc_{name}_beside_http"]["p50_ms"], 3)
+                                    for name in ("append_empty", "get_context_4mib")},
     }
     for name, r in results.items():
         print(f"{name:38s} p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms  "
@@ -176,6 +186,7 @@ def main() -> None:
               f"({appends / checks:.2f}x)")
     print("with http_listen / without:", json.dumps(report["with_http_listen_over_without"]))
     print("twin (the noise) / without:", json.dumps(report["twin_over_without"]))
+    print("HTTP/JSON / gRPC on one server (p50):", json.dumps(report["http_json_over_grpc_p50"]))
     save("latency", report)
 
 
