@@ -68,7 +68,7 @@ function App() {
   const [session, setSession] = useState(0);
 
   const view = current.view === "lessons" ? <Lessons />
-    : current.view === "session" ? <Session id={current.id} /> : <Sessions />;
+    : current.view === "session" ? <Session key={current.id} id={current.id} /> : <Sessions />;
   return (
     <Refused.Provider value={setRefusal}>
       <header>
