@@ -15,7 +15,11 @@ GO_PACKAGES := $(GO_PKG) $(GO_PKG)/memsvcv1 $(GO_PKG)/internal/testserver $(GO_P
 GOPATH_DIR := $(CURDIR)/build/gopath
 GO_LINK := $(GOPATH_DIR)/src/$(GO_PKG)
 GO := cd $(GO_LINK) && GO111MODULE=off GOFLAGS= GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/build/go-cache go
-GENERATED := memsvc/v1 $(NODE)/src/gen clients/go/memsvcv1
+DASHBOARD := dashboard
+DASHBOARD_STAMP := $(DASHBOARD)/node_modules/.installed
+GENERATED := memsvc/v1 $(NODE)/src/gen clients/go/memsvcv1 memsvc/http/static
+# google/rpc/*.proto (ErrorInfo), from the copy googleapis-common-protos installs in the venv.
+RPC_PROTO_ROOT = $(shell $(BIN)/python -c 'import pathlib; from google.rpc import error_details_pb2 as m; print(pathlib.Path(m.__file__).parents[2])')
 
 .DEFAULT_GOAL := help
 
@@ -40,11 +44,10 @@ proto-python: $(STAMP) ## regenerate only the Python stubs (needs neither Go nor
 	cd proto && ../$(BIN)/buf lint
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
 
-proto: proto-python $(NODE_STAMP) go-tools ## regenerate the Python, TypeScript and Go stubs from proto/ and lint the contract
+proto: proto-python $(NODE_STAMP) go-tools dashboard ## regenerate the Python, TypeScript and Go stubs (and the dashboard) from proto/ and lint the contract
 	rm -rf $(NODE)/src/gen clients/go/memsvcv1
 	$(BIN)/buf generate proto --template clients/buf.gen.yaml
-	rpc=$$($(BIN)/python -c 'import pathlib; from google.rpc import error_details_pb2 as m; print(pathlib.Path(m.__file__).parents[2])') && \
-	  $(BIN)/buf generate $$rpc --path $$rpc/google/rpc/error_details.proto --template clients/buf.gen.rpc.yaml
+	$(BIN)/buf generate $(RPC_PROTO_ROOT) --path $(RPC_PROTO_ROOT)/google/rpc/error_details.proto --template clients/buf.gen.rpc.yaml
 
 check-proto: proto ## fail if the committed generated code differs from what `make proto` writes
 	git diff --exit-code -- $(GENERATED)
@@ -54,6 +57,19 @@ check-proto: proto ## fail if the committed generated code differs from what `ma
 $(NODE_STAMP): $(NODE)/package.json $(NODE)/package-lock.json
 	cd $(NODE) && npm ci --no-audit --no-fund
 	touch $@
+
+$(DASHBOARD_STAMP): $(DASHBOARD)/package.json $(DASHBOARD)/package-lock.json
+	cd $(DASHBOARD) && npm ci --no-audit --no-fund
+	touch $@
+
+dashboard: $(STAMP) $(DASHBOARD_STAMP) ## build the web dashboard from dashboard/ into memsvc/http/static/ (committed: installing needs no network)
+	rm -rf $(DASHBOARD)/src/gen
+	$(BIN)/buf generate proto --template $(DASHBOARD)/buf.gen.yaml
+	$(BIN)/buf generate $(RPC_PROTO_ROOT) --path $(RPC_PROTO_ROOT)/google/rpc/error_details.proto --template $(DASHBOARD)/buf.gen.yaml
+	cd $(DASHBOARD) && npm run --silent build
+
+chromium: ## install Debian's chromium for the dashboard tests, if missing (as root); no browser is downloaded
+	scripts/install-chromium.sh
 
 node-install: $(NODE_STAMP) ## install the Node client's packages (npm ci)
 
@@ -74,7 +90,7 @@ go-test: install go-build ## run the Go client's tests against a real server
 serve: install ## start the server on its embedded defaults (ARGS="--listen unix:///tmp/memsvc.sock" to add flags)
 	$(BIN)/memsvc serve $(ARGS)
 
-test: install local-model node-test go-test ## run every test against real servers: Python, Node, Go and the conformance scenario
+test: install local-model node-test go-test chromium ## run every test against real servers: Python, Node, Go, the conformance scenario and the dashboard in Chromium
 	MEMSVC_REQUIRE_CLIENTS="node go" $(BIN)/python -m pytest -q $(ARGS)
 
 test-crash: install ## the long seeded kill -9 loop (ARGS="--iterations 300 --seed 1"), reports iterations and findings
@@ -99,4 +115,4 @@ bench-vectors: install local-model ## the vector index at 10k and 100k vectors v
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors dashboard chromium

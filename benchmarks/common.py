@@ -23,14 +23,18 @@ def percentiles(samples: list[float]) -> dict[str, float]:
             "n": len(ordered)}
 
 
-def interleaved(calls: dict[str, Callable[[], object]], rounds: int, warmup: int = 200) -> dict[str, dict]:
-    """Time each call once per round, round-robin, so noise hits all alike."""
+def interleaved(calls: dict[str, Callable[[], object]], rounds: int, warmup: int = 200,
+                rotate: bool = False) -> dict[str, dict]:
+    """Time each call once per round, round-robin, so noise hits all alike; with `rotate`, each
+    round starts one call further on, so no call always follows the same one."""
     for _ in range(warmup):
         for call in calls.values():
             call()
     samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
+    order = list(calls.items())
+    for round_number in range(rounds):
+        shift = round_number % len(order) if rotate else 0
+        for name, call in order[shift:] + order[:shift]:
             start = time.perf_counter()
             call()
             samples[name].append(time.perf_counter() - start)

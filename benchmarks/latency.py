@@ -2,15 +2,26 @@
 on the same server, at an empty and at a 4 MiB history; then durable
 appends/s with 16 concurrent clients.
 
+Side by side, a second server with `http_listen` set answers the same gRPC
+calls, and a third set up exactly as the first shows how far two identical
+servers differ (the noise); calls are interleaved round by round so noise
+hits all alike. Opening the HTTP listener must change nothing for gRPC
+clients: its ratios to the first server should sit within the twin's. The
+same calls over HTTP/JSON (the Connect protocol, one keep-alive connection)
+are then timed beside the same calls over gRPC on that server.
+
     .venv/bin/python benchmarks/latency.py [--rounds 2000]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import grpc
@@ -22,6 +33,10 @@ from memsvc.core.records import Record
 from memsvc.window import history
 
 FOUR_MIB = 4 * 1024 * 1024
+HTTP_LISTEN = "_with_http_listen"
+"Suffix of the figures measured on the server that also has the HTTP listener open."
+TWIN = "_twin"
+"Suffix of a second server set up exactly as the first: how far two identical servers differ is the noise."
 SETTLE_SECONDS = 15.0
 "Time for the background work of opening a 4 MiB session (embedding, an index build) to finish."
 
@@ -64,47 +79,114 @@ def throughput(target: str, clients: int, seconds: float, call: str) -> float:
     return sum(counts) / seconds
 
 
+def side_by_side(targets: dict[str, str], seconds: float) -> dict[str, tuple[float, float]]:
+    """(checks/s, appends/s) of each target, run in the order A B C C B A per call so drift hits all alike."""
+    order = list(targets) + list(reversed(targets))
+    rates = {call: {name: 0.0 for name in targets} for call in ("check", "append")}
+    for call in rates:
+        for name in order:
+            rates[call][name] += throughput(targets[name], 16, seconds / 2, call) / 2
+    return {name: (rates["check"][name], rates["append"][name]) for name in targets}
+
+
+class ConnectJson:
+    """Unary calls as HTTP/JSON POSTs (the Connect protocol) on one keep-alive connection."""
+
+    def __init__(self, address: str):
+        host, port = address.rsplit(":", 1)
+        self.connection = http.client.HTTPConnection(host, int(port))
+
+    def call(self, rpc: str, body: dict) -> dict:
+        self.connection.request("POST", f"/memsvc.v1.{rpc}", json.dumps(body),
+                                {"content-type": "application/json"})
+        reply = self.connection.getresponse()
+        payload = reply.read()
+        if reply.status != 200:
+            raise RuntimeError(f"{rpc}: HTTP {reply.status} {payload!r}")
+        return json.loads(payload)
+
+
+def grpc_calls(prefix: str, channel: grpc.Channel, client: Client) -> dict:
+    health = health_pb2_grpc.HealthStub(channel)
+    check = health_pb2.HealthCheckRequest()
+    return {
+        f"health_check{prefix}": lambda: health.Check(check),
+        f"append_empty{prefix}": lambda: client.append("fresh", [("user", "hello")]),
+        f"append_4mib{prefix}": lambda: client.append("big", [("user", "hello")]),
+        f"get_context_4mib{prefix}": lambda: client.get_context("big"),
+    }
+
+
+def over_plain(results: dict, rates: dict, suffix: str) -> dict[str, float]:
+    """Each figure of the server named by `suffix` divided by the plain server's."""
+    check_rate, rate = rates[""]
+    return {
+        **{f"{name}_{quantile}": round(results[name + suffix][f"{quantile}_ms"] / r[f"{quantile}_ms"], 3)
+           for name, r in results.items() if name + suffix in results for quantile in ("p50", "p99")},
+        "appends_per_second_16_clients": round(rates[suffix][1] / rate, 3),
+        "checks_per_second_16_clients": round(rates[suffix][0] / check_rate, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        data_dir = Path(tmp) / "data"
-        big = prefill(data_dir, "big", FOUR_MIB)
-        # Room above 4 MiB so auto compaction does not trim the prefilled history mid-run.
-        server = ServerProcess(data_dir, "--max-history-bytes", str(2 * FOUR_MIB)).start()
-        try:
-            with grpc.insecure_channel(server.tcp) as channel, Client(server.tcp) as client:
-                health = health_pb2_grpc.HealthStub(channel)
-                check = health_pb2.HealthCheckRequest()
-                client.get_context("big")  # open it once, as a live session is
-                time.sleep(SETTLE_SECONDS)  # its vectors are embedded and indexed in the background
-                results = interleaved({
-                    "health_check": lambda: health.Check(check),
-                    "append_empty": lambda: client.append("fresh", [("user", "hello")]),
-                    "append_4mib": lambda: client.append("big", [("user", "hello")]),
-                    "get_context_4mib": lambda: client.get_context("big"),
-                }, rounds=args.rounds)
-            check_rate = throughput(server.tcp, 16, args.seconds, "check")
-            rate = throughput(server.tcp, 16, args.seconds, "append")
-        finally:
-            server.terminate()
+    # Room above 4 MiB so auto compaction does not trim the prefilled history mid-run.
+    room = ("--max-history-bytes", str(2 * FOUR_MIB))
+    flags = {"": room, TWIN: room, HTTP_LISTEN: (*room, "--http-listen", "127.0.0.1:0")}
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        sizes = [prefill(Path(tmp) / f"data{suffix}", "big", FOUR_MIB) for suffix in flags]
+        servers = {}
+        for suffix, extra in flags.items():
+            servers[suffix] = ServerProcess(Path(tmp) / f"data{suffix}", *extra).start()
+            stack.callback(servers[suffix].terminate)
+        calls, clients = {}, {}
+        for suffix, server in servers.items():
+            clients[suffix] = stack.enter_context(Client(server.tcp))
+            clients[suffix].get_context("big")  # open it once, as a live session is
+            calls.update(grpc_calls(suffix, stack.enter_context(grpc.insecure_channel(server.tcp)), clients[suffix]))
+        time.sleep(SETTLE_SECONDS)  # vectors of the big sessions are embedded and indexed in the background
+        # The three servers get the same calls, in an order that rotates: no server always goes first.
+        results = interleaved(calls, rounds=args.rounds, rotate=True)
+        rates = side_by_side({suffix: server.tcp for suffix, server in servers.items()}, args.seconds)
+        # Then HTTP/JSON beside gRPC on the server that serves both.
+        json_client = ConnectJson(servers[HTTP_LISTEN].http)
+        grpc_client = clients[HTTP_LISTEN]
+        append = {"session_id": "fresh-http", "messages": [{"role": "ROLE_USER", "content": "hello"}]}
+        big = {"session_id": "big"}
+        results.update(interleaved({
+            "grpc_append_empty_beside_http": lambda: grpc_client.append("fresh", [("user", "hello")]),
+            "http_json_append_empty": lambda: json_client.call("MemoryService/Append", append),
+            "grpc_get_context_4mib_beside_http": lambda: grpc_client.get_context("big"),
+            "http_json_get_context_4mib": lambda: json_client.call("MemoryService/GetContext", big),
+        }, rounds=args.rounds, rotate=True))
     floor = results["health_check"]["p50_ms"]
+    check_rate, rate = rates[""]
     report = {
-        "history_bytes_prefilled": big,
+        "history_bytes_prefilled": sizes[0],
         "latency": results,
         "ratios_to_floor_p50": {name: round(r["p50_ms"] / floor, 2) for name, r in results.items()},
         "append_4mib_over_empty_p50": round(results["append_4mib"]["p50_ms"] / results["append_empty"]["p50_ms"], 3),
         "appends_per_second_16_clients": round(rate),
         "checks_per_second_16_clients": round(check_rate),
+        "with_http_listen_over_without": over_plain(results, rates, HTTP_LISTEN),
+        "twin_over_without": over_plain(results, rates, TWIN),
+        "http_json_over_grpc_p50": {name: round(results[f"http_json_{name}"]["p50_ms"]
+                                                / results[f"grpc_{name}_beside_http"]["p50_ms"], 3)
+                                    for name in ("append_empty", "get_context_4mib")},
     }
     for name, r in results.items():
-        print(f"{name:18s} p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms  "
+        print(f"{name:38s} p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms  "
               f"x{report['ratios_to_floor_p50'][name]} floor")
     print(f"append at 4 MiB / append at empty (p50): {report['append_4mib_over_empty_p50']}")
-    print(f"16 clients: {round(rate)} durable appends/s vs {round(check_rate)} health checks/s "
-          f"({rate / check_rate:.2f}x)")
+    for suffix, (checks, appends) in rates.items():
+        print(f"16 clients{suffix}: {round(appends)} durable appends/s vs {round(checks)} health checks/s "
+              f"({appends / checks:.2f}x)")
+    print("with http_listen / without:", json.dumps(report["with_http_listen_over_without"]))
+    print("twin (the noise) / without:", json.dumps(report["twin_over_without"]))
+    print("HTTP/JSON / gRPC on one server (p50):", json.dumps(report["http_json_over_grpc_p50"]))
     save("latency", report)
 
 

@@ -42,10 +42,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logs.configure(settings.log_level)
     if command == "serve":
-        from memsvc.rpc.server import serve
-
         return serve(settings)
     return import_directory(Path(source), settings)
+
+
+def serve(settings: config.Settings) -> int:
+    """The gRPC server, with the HTTP listener of `http_listen` when it is set."""
+    from memsvc.rpc import server
+
+    transports = []
+    if settings.http_listen:
+        from memsvc.http.listener import HttpListener
+
+        try:
+            transports.append(HttpListener(settings))
+        except InvalidSetting as exc:
+            print(f"memsvc: {exc}", file=sys.stderr)
+            return 2
+    return server.serve(settings, transports)
 
 
 def import_directory(source: Path, settings: config.Settings) -> int:

@@ -110,6 +110,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Extra HOST:PORT serving only the health service, for probes."
     metrics_listen: str = ""
     "HOST:PORT serving Prometheus metrics."
+    http_listen: str = ""
+    "HOST:PORT serving every RPC as HTTP/JSON (the Connect protocol) and the web dashboard at /."
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     "Lowest log level written (JSON lines on stderr)."
     shutdown_grace_seconds: float = 10.0

@@ -1,8 +1,9 @@
 """Who may call: the bearer token every RPC but health must carry, and TLS on TCP.
 
 Owns reading the secrets named by `token_file` and `tls_*_file` (once, at
-start), the interceptor that checks `authorization: Bearer <token>` in
-constant time, and the server's TLS credentials. Must never log, echo or
+start), the check of `authorization: Bearer <token>` in constant time
+(`refusal`, which memsvc/http shares), the interceptor that applies it, and
+the server's TLS credentials. Must never log, echo or
 store a token, a key or the authorization header: errors name the setting
 and the file, never what is in it.
 """
@@ -51,13 +52,26 @@ def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
                                        require_client_auth=client_ca is not None)
 
 
-def _presented(metadata: tuple[tuple[str, str | bytes], ...] | None) -> bytes | None:
-    """The token of the first authorization header; b"" when the header is not a Bearer one."""
+def _authorization(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | bytes | None:
+    """The value of the first authorization header; None when there is none."""
     for key, value in metadata or ():
         if key == AUTHORIZATION:
-            text = value.decode("latin-1") if isinstance(value, bytes) else value
-            scheme, _, token = text.partition(" ")
-            return token.strip().encode() if scheme.lower() == SCHEME else b""
+            return value
+    return None
+
+
+def refusal(token: bytes, authorization: str | bytes | None) -> Unauthenticated | None:
+    """Why a call carrying this authorization header (None: no header) may not pass; None when it may.
+
+    The one token check, shared by the gRPC interceptor and the HTTP listener.
+    """
+    if authorization is None:
+        return Unauthenticated("this server requires 'authorization: Bearer <token>' (gRPC metadata or HTTP header)",
+                               reason="MISSING_TOKEN")
+    text = authorization.decode("latin-1") if isinstance(authorization, bytes) else authorization
+    scheme, _, presented = text.partition(" ")
+    if scheme.lower() != SCHEME or not hmac.compare_digest(presented.strip().encode(), token):
+        return Unauthenticated("the bearer token is not the one this server was started with")
     return None
 
 
@@ -67,23 +81,14 @@ class BearerToken(grpc.aio.ServerInterceptor):
     def __init__(self, token: bytes):
         self._token = token
 
-    def _refusal(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> Unauthenticated | None:
-        presented = _presented(metadata)
-        if presented is None:
-            return Unauthenticated("this server requires metadata 'authorization: Bearer <token>'",
-                                   reason="MISSING_TOKEN")
-        if not hmac.compare_digest(presented, self._token):
-            return Unauthenticated("the bearer token is not the one this server was started with")
-        return None
-
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
             return handler
-        refusal = self._refusal(handler_call_details.invocation_metadata)
-        if refusal is None:
+        refused = refusal(self._token, _authorization(handler_call_details.invocation_metadata))
+        if refused is None:
             return handler
-        status = to_status(refusal)
+        status = to_status(refused)
 
         def refuse(_: Behaviour) -> Behaviour:
             async def abort(_request: object, context: grpc.aio.ServicerContext) -> None:

@@ -36,12 +36,16 @@ def _tolerant(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return decoded
 
 
+def undecodable(error: Exception) -> InvalidArgument:
+    """The refusal of a request whose bytes (or, over HTTP, JSON) do not decode; memsvc/http shares it."""
+    return InvalidArgument(f"the request could not be decoded ({error}); send a valid message of the method's "
+                           "request type", reason="MALFORMED_REQUEST")
+
+
 def _refusing_undecodable(behaviour: Behaviour) -> Behaviour:
     async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if isinstance(request, _Undecodable):
-            await context.abort_with_status(to_status(InvalidArgument(
-                f"the request could not be decoded ({request.error}); send a valid protobuf message "
-                "of the method's request type", reason="MALFORMED_REQUEST")))
+            await context.abort_with_status(to_status(undecodable(request.error)))
         return await behaviour(request, context)
     return checked
 

@@ -52,7 +52,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def ListSessions(self, request: pb.ListSessionsRequest,
                            context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
-        infos, token = self.app.sessions.list_page(request.page_size, request.page_token)
+        infos, token = self.app.sessions.list_page(request.page_size, request.page_token,
+                                                   request.session_id_contains)
         return pb.ListSessionsResponse(sessions=[convert.session_info(info) for info in infos],
                                        next_page_token=token)
 

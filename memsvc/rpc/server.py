@@ -1,6 +1,7 @@
 """The server's lifecycle: lock the data directory, assemble the domain,
-bind, serve health and reflection (and the health-only and metrics ports),
-and drain on SIGTERM.
+bind, serve health and reflection (and the health-only and metrics ports,
+and the other transports it is handed, such as memsvc/http), and drain on
+SIGTERM.
 
 Owns the order of start and stop. Must never hold request logic.
 """
@@ -12,7 +13,9 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -84,9 +87,24 @@ def _bind(server: grpc.aio.Server, address: str, tls: grpc.ServerCredentials | N
     return f"{host}:{port}"
 
 
+class Transport(Protocol):
+    """Another way in to the same servicers, in this process (memsvc/http's listener is one)."""
+
+    name: str
+    "The key of its address in the `serving` log line."
+
+    async def open(self, servicers: Mapping[str, object]) -> str:
+        """Start serving these servicers (service full name -> servicer); returns the bound address."""
+
+    async def close(self) -> None:
+        """Stop accepting and drain in-flight calls, within shutdown_grace_seconds."""
+
+
 class Server:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, transports: Sequence[Transport] = ()):
         self.settings = settings
+        self.transports = transports
+        "Opened with the same servicer objects the gRPC server runs, after it starts; closed as it drains."
         self.lock = DirectoryLock(Path(settings.data_dir))
         self.health = health.aio.HealthServicer()
         self.stopping = asyncio.Event()
@@ -117,12 +135,15 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         # Built off the event loop so the health port answers NOT_SERVING meanwhile.
         self.app = await asyncio.to_thread(App, self.settings)
-        memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(self.app), self.grpc)
-        error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(ErrorMemoryServicer(self.app), self.grpc)
+        memory, lessons = MemoryServicer(self.app), ErrorMemoryServicer(self.app)
+        memory_pb2_grpc.add_MemoryServiceServicer_to_server(memory, self.grpc)
+        error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(lessons, self.grpc)
         reflection.enable_server_reflection(SERVICE_NAMES + (health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.grpc)
         bound = [_bind(self.grpc, address, tls) for address in self.settings.listen]
         await self.grpc.start()
+        for transport in self.transports:
+            extra[transport.name] = await transport.open(dict(zip(SERVICE_NAMES, (memory, lessons), strict=True)))
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         log.info("serving", extra={"addresses": bound, **extra, "tls": tls is not None,
                                    "token": bool(self.settings.token_file), "data_dir": self.settings.data_dir,
@@ -137,8 +158,10 @@ class Server:
         """Refuse new calls, drain in-flight ones, flush every store."""
         log.info("stopping", extra={"grace_seconds": self.settings.shutdown_grace_seconds})
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        draining = [transport.close() for transport in self.transports]
         if self.grpc is not None:
-            await self.grpc.stop(self.settings.shutdown_grace_seconds)
+            draining.append(self.grpc.stop(self.settings.shutdown_grace_seconds))
+        await asyncio.gather(*draining)
         if self.app is not None:
             self.app.close()
         if self.probes is not None:
@@ -157,11 +180,11 @@ class Server:
         await self.stop()
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, transports: Sequence[Transport] = ()) -> int:
     # Caps the GIL convoy a busy background thread inflicts on the server's threads.
     sys.setswitchinterval(0.0005)
     try:
-        asyncio.run(Server(settings).run())
+        asyncio.run(Server(settings, transports).run())
     except InvalidSetting as exc:
         log.error("cannot start", extra={"reason": str(exc)})
         print(f"memsvc: {exc}", file=sys.stderr)

@@ -277,16 +277,19 @@ class Sessions:
 
     # -- listing -----------------------------------------------------------
 
-    def list_page(self, page_size: int, page_token: str) -> tuple[list[SessionInfo], str]:
-        """One page of sessions ordered by id; the token is the last id shown.
+    def list_page(self, page_size: int, page_token: str, id_contains: str = "") -> tuple[list[SessionInfo], str]:
+        """One page of sessions ordered by id, only those whose id contains `id_contains` (ignoring
+        case) when it is given; the token is the last id shown.
 
         `page_size` 0 means DEFAULT_PAGE_SIZE; more than MAX_PAGE_SIZE gets MAX_PAGE_SIZE.
         """
         page_size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         if page_token:
             check_session_id(page_token)
+        needle = id_contains.casefold()
         names = sorted(entry.name for entry in self.root.iterdir()
-                       if entry.is_dir() and is_session_id(entry.name) and entry.name > page_token)
+                       if entry.is_dir() and is_session_id(entry.name) and entry.name > page_token
+                       and needle in entry.name.casefold())
         page = names[:page_size]
         infos = [info for name in page if (info := self._info(name)) is not None]
         return infos, page[-1] if len(names) > page_size else ""

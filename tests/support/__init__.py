@@ -39,8 +39,8 @@ class ServerProcess:
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[str] | None = None
         self.tcp = self.unix = ""
-        self.health = self.metrics = ""
-        "Addresses of the health-only and metrics ports, when started with them."
+        self.health = self.metrics = self.http = ""
+        "Addresses of the health-only, metrics and HTTP ports, when started with them."
         self.log_lines: list[str] = []
 
     @property
@@ -68,7 +68,7 @@ class ServerProcess:
                         self.unix = address
                     else:
                         self.tcp = address
-                self.health, self.metrics = entry.get("health", ""), entry.get("metrics", "")
+                self.health, self.metrics, self.http = (entry.get(port, "") for port in ("health", "metrics", "http"))
                 threading.Thread(target=self._drain, daemon=True).start()
                 return self
         raise RuntimeError("server did not start in time:\n" + "".join(self.log_lines))

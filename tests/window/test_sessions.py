@@ -129,3 +129,15 @@ def test_torn_history_is_repaired_on_open(tmp_path: Path):
     assert [r.content for r in reopened.window("s")] == ["a"]
     assert reopened.append("s", [user("c")]).records[0].id == 2
     assert [r.content for r in history.load(path).records] == ["a", "c"]
+
+
+def test_list_pages_only_the_sessions_whose_id_contains_the_filter(tmp_path: Path):
+    sessions = make_sessions(tmp_path)
+    for name in ("deploy-a", "Deploy-b", "chat-1", "redeploy", "deploy-c"):
+        sessions.append(name, [user("x")])
+    first, token = sessions.list_page(2, "", "DEPLOY")
+    assert [info.session_id for info in first] == ["Deploy-b", "deploy-a"] and token == "deploy-a"
+    rest, token = sessions.list_page(2, token, "DEPLOY")
+    assert [info.session_id for info in rest] == ["deploy-c", "redeploy"] and token == ""
+    assert sessions.list_page(10, "", "nothing")[0] == []
+    assert len(sessions.list_page(10, "")[0]) == 5

@@ -1,0 +1,108 @@
+"""The seam between the Connect protocol and memsvc's servicers.
+
+Owns turning each unary method of a gRPC service descriptor into a Connect
+endpoint that calls the servicer's method of the same name, on the same
+servicer object the gRPC server runs, so request -> domain call -> reply is
+written once (memsvc/rpc) and served twice. A failure leaves the servicer as
+a `grpc.Status` (rpc/status.py decided it), which this module re-encodes as
+the Connect error of the same code with the same `ErrorInfo`. Must never
+decide what a call means or which error it is: the servicers and the domain
+do.
+
+New RPCs need nothing here: every method of the descriptor is served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn
+
+import grpc
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from connectrpc.method import IdempotencyLevel, MethodInfo
+from connectrpc.request import RequestContext
+from connectrpc.server import Endpoint
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import MethodDescriptor
+from google.protobuf.message import Message
+from google.rpc import status_pb2
+from grpc_status import rpc_status
+
+from memsvc.core.errors import MemsvcError
+from memsvc.http.gate import Gate
+from memsvc.rpc.status import to_status
+
+CODES: dict[grpc.StatusCode, Code] = {code: Code(code.name.lower().replace("cancelled", "canceled"))
+                                      for code in grpc.StatusCode if code is not grpc.StatusCode.OK}
+"gRPC's codes by Connect's names for them (the protocol spells one differently)."
+
+IDEMPOTENCY = {
+    descriptor_pb2.MethodOptions.IDEMPOTENCY_UNKNOWN: IdempotencyLevel.UNKNOWN,
+    descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS: IdempotencyLevel.NO_SIDE_EFFECTS,
+    descriptor_pb2.MethodOptions.IDEMPOTENT: IdempotencyLevel.IDEMPOTENT,
+}
+
+
+class Aborted(grpc.aio.AbortError):
+    """A servicer ended its call with a status, as `context.abort_with_status` does under grpc.aio."""
+
+    def __init__(self, status: grpc.Status):
+        super().__init__(status.details)
+        self.status = status
+
+
+class CallContext:
+    """What a servicer may ask of its call when the call came over HTTP.
+
+    The part of `grpc.aio.ServicerContext` memsvc's servicers use (rpc/status.py
+    ends failed calls with `abort_with_status`); a servicer that starts using
+    more fails its HTTP tests with INTERNAL until the method is added here.
+    """
+
+    async def abort_with_status(self, status: grpc.Status) -> NoReturn:
+        raise Aborted(status)
+
+
+def connect_error(status: grpc.Status) -> ConnectError:
+    """The Connect error of a gRPC status: same code, message and details (the ErrorInfo)."""
+    details: list[Any] = []
+    for key, value in status.trailing_metadata or ():
+        if key == rpc_status.GRPC_DETAILS_METADATA_KEY:
+            details.extend(status_pb2.Status.FromString(value).details)
+    return ConnectError(CODES[status.code], status.details, details)
+
+
+Behaviour = Callable[[Message, CallContext], Awaitable[Message]]
+
+
+def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any:
+    if method.client_streaming or method.server_streaming:
+        raise TypeError(f"{method.full_name} streams; memsvc/http/calls.py bridges unary methods only: "
+                        "add its shape there (connectrpc has Endpoint.server_stream and client_stream)")
+    info: MethodInfo[Any, Any] = MethodInfo(
+        name=method.name, service_name=method.containing_service.full_name,
+        input=message_factory.GetMessageClass(method.input_type),
+        output=message_factory.GetMessageClass(method.output_type),
+        idempotency_level=IDEMPOTENCY[method.GetOptions().idempotency_level])
+
+    async def call(request: Message, context: RequestContext[Any, Any]) -> Message:
+        try:
+            with gate.admit(context.request_headers().get("authorization")):
+                return await behaviour(request, CallContext())
+        except MemsvcError as refused:  # by the gate
+            raise connect_error(to_status(refused)) from None
+        except Aborted as aborted:
+            raise connect_error(aborted.status) from None
+
+    return Endpoint.unary(info, call)
+
+
+def endpoints(servicers: Mapping[str, object], gate: Gate) -> dict[str, Any]:
+    """`/<service>/<method>` -> endpoint, for every method of each named service's descriptor."""
+    routes = {}
+    for service_name, servicer in servicers.items():
+        service = descriptor_pool.Default().FindServiceByName(service_name)
+        for method in service.methods:
+            routes[f"/{service.full_name}/{method.name}"] = _endpoint(method, getattr(servicer, method.name), gate)
+    return routes

@@ -1,0 +1,122 @@
+"""The HTTP listener of `http_listen`: the contract and the dashboard on one port, in the server's process.
+
+Owns the port (bound once, refused clearly when taken), TLS from the same
+`tls_*` files as the gRPC listeners, the routing of contract paths to the
+Connect application and of everything else to the dashboard, and the
+listener's start and graceful stop. uvicorn serves it on the server's own
+event loop: an idle listener costs the gRPC calls nothing (no timer, no
+thread), and an HTTP call runs the servicers exactly as a gRPC call does.
+Must never hold request logic, nor log requests (paths and queries may carry
+conversation text).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import ssl
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import uvicorn
+
+from memsvc.core.config import Settings
+from memsvc.core.errors import InvalidSetting
+from memsvc.http.contract import Contract
+from memsvc.http.dashboard import Dashboard
+from memsvc.http.gate import Gate
+from memsvc.rpc import auth
+
+log = logging.getLogger(__name__)
+
+
+def _bind(address: str) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit():
+        raise InvalidSetting(f"http_listen must be HOST:PORT, got {address!r}")
+    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets that say so, and without
+    # it a reply's later segments wait out the client's delayed ACK (~40 ms a call).
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM,
+                             socket.IPPROTO_TCP)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT may be reused; a live port not
+        listener.bind((host, int(port)))
+        listener.listen()
+    except OSError as exc:
+        listener.close()
+        raise InvalidSetting(f"cannot listen on http_listen {address}: {exc.strerror}") from exc
+    return listener
+
+
+def _tls(settings: Settings) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext] | None:
+    """The TLS context of the gRPC listeners' files, mutual when tls_client_ca_file is set; None when TLS is off."""
+    if not settings.tls_cert_file:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+        if settings.tls_client_ca_file:
+            context.load_verify_locations(settings.tls_client_ca_file)
+            context.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidSetting(f"the HTTP listener cannot use tls_cert_file, tls_key_file or tls_client_ca_file: "
+                             f"{exc}") from exc
+    return lambda _config, _default: context
+
+
+class Routes:
+    """The contract's paths (`/<service>/...`) to the Connect application, every other path to the dashboard."""
+
+    def __init__(self, services: list[str], contract: Contract, dashboard: Dashboard):
+        self.prefixes = tuple(f"/{name}/" for name in services)
+        self.contract = contract
+        self.dashboard = dashboard
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return  # lifespan is off; websockets are not served
+        if scope["path"].startswith(self.prefixes):
+            await self.contract(scope, receive, send)
+        else:
+            await self.dashboard(scope, receive, send)
+
+
+class HttpListener:
+    """Opened by rpc/server.py once the gRPC server listens; closed while the gRPC server drains."""
+
+    name = "http"
+
+    def __init__(self, settings: Settings):
+        # Secrets and files are read now, before anything listens: a bad one fails the start.
+        self.settings = settings
+        self.token = auth.read_token(settings.token_file) if settings.token_file else None
+        self.tls = _tls(settings)
+        self.dashboard = Dashboard()
+        self.socket: socket.socket | None = None
+        self.server: uvicorn.Server | None = None
+
+    async def open(self, servicers: Mapping[str, object]) -> str:
+        """Serve `servicers` (service full name -> the gRPC server's servicer); returns the bound HOST:PORT."""
+        settings = self.settings
+        contract = Contract(servicers, Gate(self.token, settings.max_concurrent_rpcs), settings.max_request_bytes)
+        config = uvicorn.Config(
+            Routes(list(servicers), contract, self.dashboard), http="h11", ws="none", lifespan="off",
+            interface="asgi3", log_config=None, access_log=False, proxy_headers=False, server_header=False,
+            date_header=False, ssl_context_factory=self.tls,
+            timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds))
+        config.load()
+        self.socket = _bind(settings.http_listen)
+        self.server = uvicorn.Server(config)
+        self.server.lifespan = config.lifespan_class(config)  # what Server.serve sets; serve() would take SIGTERM
+        await self.server.startup(sockets=[self.socket])
+        host, port = self.socket.getsockname()[:2]
+        bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        log.info("http listener open", extra={"address": bound, "tls": self.tls is not None})
+        return bound
+
+    async def close(self) -> None:
+        """Stop accepting, let in-flight calls finish (up to shutdown_grace_seconds), close."""
+        if self.server is not None:
+            await self.server.shutdown(sockets=[self.socket] if self.socket else None)

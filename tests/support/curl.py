@@ -1,0 +1,52 @@
+"""The real `curl` against the HTTP listener: memsvc as an operator reaches it without a gRPC client.
+
+`post(base, "MemoryService/Append", {...})` sends the JSON exactly as the README's one-liners
+do and returns the HTTP status with the decoded reply or Connect error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from google.rpc import error_details_pb2
+
+ERROR_INFO = "google.rpc.ErrorInfo"
+
+
+@dataclass
+class Reply:
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def code(self) -> str:
+        """The Connect error code ("invalid_argument"...); "" on success."""
+        return self.body.get("code", "") if self.status != 200 else ""
+
+    @property
+    def reason(self) -> str:
+        """The ErrorInfo reason, decoded from the detail's bytes (not its debug copy)."""
+        for detail in self.body.get("details", []):
+            if detail["type"] == ERROR_INFO:
+                info = error_details_pb2.ErrorInfo.FromString(base64.b64decode(detail["value"] + "=="))
+                assert detail["debug"]["reason"] == info.reason  # the readable copy a person sees agrees
+                return info.reason
+        return ""
+
+
+def post(base: str, rpc: str, body: dict[str, Any] | str, *, token: str | None = None,
+         options: tuple[str, ...] = ()) -> Reply:
+    """POST `body` (a dict is sent as JSON; a str as is) to `{base}/memsvc.v1.{rpc}`."""
+    data = body if isinstance(body, str) else json.dumps(body)
+    command = ["curl", "-sS", "--max-time", "60", "-H", "content-type: application/json", "--data-binary", "@-",
+               "-w", "\n%{http_code}", *options]
+    if token is not None:
+        command += ["-H", f"authorization: Bearer {token}"]
+    done = subprocess.run([*command, f"{base}/memsvc.v1.{rpc}"], input=data, capture_output=True, text=True,
+                          timeout=90, check=True)
+    text, _, status = done.stdout.rpartition("\n")
+    return Reply(int(status), json.loads(text) if text.strip() else {})
