@@ -1,8 +1,9 @@
 """Cross-language conformance: the scripted scenario of
 clients/conformance/scenario.json (append, context, semantic, hybrid and
-keyword search, compaction, bad input, reset, removal) run from Python, Node and Go against one real
-server, over TCP and the unix socket; every client must give the results the
-Python client gives, and those must be the documented behaviour.
+keyword search, compaction, bad input, summarizing without a model, reset,
+removal) run from Python, Node and Go against one real server, over TCP and
+the unix socket; every client must give the results the Python client gives,
+and those must be the documented behaviour.
 
 The Node and Go runners are built by `make test` (clients/node/dist, build/bin).
 A runner that is not built is skipped, unless MEMSVC_REQUIRE_CLIENTS names it
@@ -22,8 +23,9 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
-from memsvc.client import Client, MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client import Client, MemsvcError
+from memsvc_client.convert import enum_label, to_proto
+from memsvc_client.rpcs import RPCS
 from tests.support import ROOT, ServerProcess
 
 SCENARIO = ROOT / "clients" / "conformance" / "scenario.json"
@@ -33,18 +35,29 @@ RUN_TIMEOUT = 120
 
 Results = dict[str, dict[str, Any]]
 
-PYTHON_CALLS: dict[str, tuple[type, Callable[[Client, Any], Any]]] = {
-    "Append": (pb.AppendRequest,
-               lambda c, r: c.append(r.session_id, r.messages, idempotency_key=r.idempotency_key)),
-    "GetContext": (pb.GetContextRequest, lambda c, r: c.get_context(r.session_id, request_text=r.request_text)),
-    "Search": (pb.SearchRequest, lambda c, r: c.search(
-        r.session_id, r.query, match=r.match, limit=r.limit, time_range=r.time_range,
+def label(message: Any, field: str) -> str:
+    """An enum field of a parsed request as the client takes it: "keyword" for MATCH_KEYWORD."""
+    return enum_label(message.DESCRIPTOR.fields_by_name[field].enum_type, getattr(message, field))
+
+
+# Each step's request, parsed from the scenario's proto3 JSON, becomes the client's plain arguments; each
+# typed result goes back to proto3 JSON through the client's own converter, so a field the result drops
+# shows up as a difference from the other languages.
+PYTHON_CALLS: dict[str, Callable[[Client, Any], Any]] = {
+    "Append": lambda c, r: c.append(
+        r.session_id, [{"role": label(m, "role"), "content": m.content, "sender": m.sender,
+                        "send_at_unix_nano": m.send_at_unix_nano} for m in r.messages],
+        idempotency_key=r.idempotency_key),
+    "GetContext": lambda c, r: c.get_context(r.session_id, request_text=r.request_text),
+    "Search": lambda c, r: c.search(
+        r.session_id, r.query, match=label(r, "match"), limit=r.limit, time_range=label(r, "time_range"),
         since_unix_nano=r.since_unix_nano, until_unix_nano=r.until_unix_nano, include_window=r.include_window,
-        query_embedding=r.query_embedding)),
-    "Compact": (pb.CompactRequest, lambda c, r: c.compact(r.session_id)),
-    "GetSummary": (pb.GetSummaryRequest, lambda c, r: c.get_summary(r.session_id)),
-    "Reset": (pb.ResetRequest, lambda c, r: c.reset(r.session_id, r.mode)),
-    "RemoveSession": (pb.RemoveSessionRequest, lambda c, r: c.remove_session(r.session_id)),
+        query_embedding=list(r.query_embedding)),
+    "Compact": lambda c, r: c.compact(r.session_id),
+    "Summarize": lambda c, r: c.summarize(r.session_id),
+    "GetSummary": lambda c, r: c.get_summary(r.session_id),
+    "Reset": lambda c, r: c.reset(r.session_id, label(r, "mode")),
+    "RemoveSession": lambda c, r: c.remove_session(r.session_id),
 }
 
 
@@ -56,11 +69,13 @@ def run_python(target: str, session: str) -> list[dict[str, Any]]:
     results = []
     with Client(target) as client:
         for step in steps(session):
-            request_type, call = PYTHON_CALLS[step["rpc"]]
-            request = json_format.ParseDict(step["request"], request_type())
+            rpc = RPCS[step["rpc"]]
+            request = json_format.ParseDict(step["request"], rpc.request())
             try:
-                results.append({"name": step["name"], "response": json_format.MessageToDict(call(client, request))})
-            except MemsvcClientError as error:
+                result = PYTHON_CALLS[step["rpc"]](client, request)
+                results.append({"name": step["name"], "response": json_format.MessageToDict(
+                    to_proto(rpc.response, result))})
+            except MemsvcError as error:
                 results.append({"name": step["name"], "error": {"code": error.code.name, "reason": error.reason}})
     return results
 
@@ -175,6 +190,8 @@ def test_the_python_results_are_the_documented_behaviour(reference: list[dict[st
     assert results["keyword search without words"]["error"] == {"code": "INVALID_ARGUMENT", "reason": "EMPTY_QUERY"}
     assert results["summary of a session that never existed"]["error"] == {
         "code": "NOT_FOUND", "reason": "SESSION_NOT_FOUND"}
+    assert results["summarize without a summary model"]["error"] == {
+        "code": "FAILED_PRECONDITION", "reason": "SUMMARY_MODEL_NOT_CONFIGURED"}
 
     deleted = results["reset everything"]["response"]["deleted"]
     # The archive holds every message; history.json only those after the compaction.

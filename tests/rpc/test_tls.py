@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc.client import MemsvcClientError
+from memsvc_client import MemsvcError
 
 
 class Authority:
@@ -69,7 +69,7 @@ def tls_flags(files: dict[str, Path], mutual: bool) -> list[str]:
 
 
 def refused(client) -> grpc.StatusCode:
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         client.append("s", [("user", "should not land")], timeout=5)
     return caught.value.code
 
