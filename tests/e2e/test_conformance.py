@@ -13,9 +13,6 @@ A runner that is not built is skipped, unless MEMSVC_REQUIRE_CLIENTS names it
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,12 +23,8 @@ from google.protobuf import json_format
 from memsvc_client import Client, MemsvcError
 from memsvc_client.convert import enum_label, to_proto
 from memsvc_client.rpcs import RPCS
-from tests.support import ROOT, ServerProcess
-
-SCENARIO = ROOT / "clients" / "conformance" / "scenario.json"
-NODE_RUNNER = ROOT / "clients" / "node" / "dist" / "conformance" / "run.js"
-GO_RUNNER = ROOT / "build" / "bin" / "memsvc-conformance"
-RUN_TIMEOUT = 120
+from tests.support import ServerProcess
+from tests.support.runners import SCENARIO, scenario_runner
 
 Results = dict[str, dict[str, Any]]
 
@@ -80,32 +73,8 @@ def run_python(target: str, session: str) -> list[dict[str, Any]]:
     return results
 
 
-def run_program(command: list[str], target: str, session: str) -> list[dict[str, Any]]:
-    done = subprocess.run([*command, str(SCENARIO), target, session], capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT, cwd=ROOT, check=False)
-    assert done.returncode == 0, f"{command[-1]} failed ({done.returncode}):\n{done.stderr}"
-    return json.loads(done.stdout)["results"]
-
-
 def runner(language: str) -> Callable[[str, str], list[dict[str, Any]]]:
-    """The runner of one language, or a skip (a failure when it is required)."""
-    if language == "python":
-        return run_python
-    if language == "node":
-        node = shutil.which("node")
-        missing = "node is not installed" if node is None else (
-            f"{NODE_RUNNER.relative_to(ROOT)} is not built (cd clients/node && npm ci && npm run build)"
-            if not NODE_RUNNER.exists() else "")
-        command = [node or "node", str(NODE_RUNNER)]
-    else:
-        missing = "" if GO_RUNNER.exists() else f"{GO_RUNNER.relative_to(ROOT)} is not built (make go-build)"
-        command = [str(GO_RUNNER)]
-    if missing:
-        required = os.environ.get("MEMSVC_REQUIRE_CLIENTS", "").replace(",", " ").split()
-        if language in required:
-            pytest.fail(f"MEMSVC_REQUIRE_CLIENTS has {language}, but {missing}")
-        pytest.skip(missing)
-    return lambda target, session: run_program(command, target, session)
+    return run_python if language == "python" else scenario_runner(language)
 
 
 def comparable(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
