@@ -2,10 +2,19 @@
 one upstream memsvc, and recorded (method, request metadata, request bytes). It can answer the
 next calls of a method with an injected status instead of forwarding them, the way a restarting
 server or a proxy losing its backend would. Uses grpcio only: it must never know memsvc's types.
+
+The Node and Go tests run it as a program:
+    python -m tests.support.grpc_proxy UPSTREAM [--fail METHOD=CODE:TIMES ...]
+prints {"event": "serving", "target": ...} on stdout, and on SIGTERM one {"method", "metadata"}
+line per call it saw, then exits.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import signal
+import sys
 import threading
 from collections import defaultdict
 from concurrent import futures
@@ -71,3 +80,26 @@ class RecordingProxy(grpc.GenericRpcHandler):
             return reply
 
         return grpc.unary_unary_rpc_method_handler(forward)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.grpc_proxy")
+    parser.add_argument("upstream")
+    parser.add_argument("--fail", action="append", default=[], metavar="METHOD=CODE:TIMES")
+    args = parser.parse_args()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with RecordingProxy(args.upstream) as proxy:
+        for rule in args.fail:
+            method, _, failure = rule.partition("=")
+            code, _, times = failure.partition(":")
+            proxy.fail_next(method, grpc.StatusCode[code], int(times or 1))
+        print(json.dumps({"event": "serving", "target": proxy.target}), flush=True)
+        stop.wait()
+    for call in proxy.calls:
+        print(json.dumps({"method": call.method, "metadata": call.metadata}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -156,7 +156,7 @@ export class MemsvcClient {
 
   // -- MemoryService ---------------------------------------------------------
 
-  append(sessionId: string, messages: readonly MessageLike[],
+  async append(sessionId: string, messages: readonly MessageLike[],
     options: Call & { idempotencyKey?: string } = {}): Promise<AppendResponse> {
     const [call, { idempotencyKey }] = split(options);
     const request = named(AppendRequestSchema, { sessionId, messages: messages.map(toMessage), idempotencyKey });
@@ -168,7 +168,7 @@ export class MemsvcClient {
     return this.call((o) => this.memory.getContext({ sessionId, requestText }, o), call);
   }
 
-  search(sessionId: string, query: string, options: SearchOptions = {}): Promise<SearchResponse> {
+  async search(sessionId: string, query: string, options: SearchOptions = {}): Promise<SearchResponse> {
     const [call, fields] = split(options);
     const request = named(SearchRequestSchema, { ...fields, sessionId, query });
     return this.call((o) => this.memory.search(request, o), call);
@@ -187,7 +187,7 @@ export class MemsvcClient {
     return this.call((o) => this.memory.getSummary({ sessionId }, o), options);
   }
 
-  reset(sessionId: string, mode: ResetMode | Name<typeof ResetMode> = ResetMode.SUMMARY,
+  async reset(sessionId: string, mode: ResetMode | Name<typeof ResetMode> = ResetMode.SUMMARY,
     options: Call = {}): Promise<ResetResponse> {
     const request = named(ResetRequestSchema, { sessionId, mode });
     return this.call((o) => this.memory.reset(request, o), options);
@@ -204,7 +204,7 @@ export class MemsvcClient {
 
   // -- ErrorMemoryService ----------------------------------------------------
 
-  recordError(toolName: string, symptom: string, action: string,
+  async recordError(toolName: string, symptom: string, action: string,
     options: RecordErrorOptions = {}): Promise<RecordErrorResponse> {
     const [call, fields] = split(options);
     const request = named(RecordErrorRequestSchema,
