@@ -17,6 +17,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias, TypeVar
 
+from google.protobuf import descriptor_pool
 from google.protobuf.message import Message as ProtoMessage
 
 Result = TypeVar("Result")
@@ -118,35 +119,48 @@ def to_proto(message_class: type[ProtoMessage], values: object) -> ProtoMessage:
 
 def from_proto(result_class: type[Result], message: ProtoMessage) -> Result:
     """The result dataclass of `message`, attribute by attribute (by proto field name)."""
-    descriptor: Any = message.DESCRIPTOR
     values: dict[str, Any] = {}
-    for name, nested in _nested_results(typing.cast(type, result_class)).items():
-        field = descriptor.fields_by_name.get(name)
-        if field is None:  # a field this contract version does not have yet
-            continue
+    for name, kind, nested, labels in _plan(typing.cast(type, result_class), message.DESCRIPTOR.full_name):
         raw = getattr(message, name)
-        if nested is not None and _is_repeated(field):
-            values[name] = [from_proto(nested, item) for item in raw]
-        elif nested is not None:
-            values[name] = from_proto(nested, raw) if message.HasField(name) else None
-        elif field.enum_type is not None:
-            values[name] = enum_label(field.enum_type, raw)
-        elif _is_repeated(field):
-            values[name] = list(raw)
-        else:
+        if kind == _SCALAR:
             values[name] = raw
+        elif kind == _ENUM:
+            values[name] = labels.get(raw) or (f"unknown_{raw}" if raw else "")
+        elif kind == _MESSAGES:
+            values[name] = [from_proto(nested, item) for item in raw]
+        elif kind == _MESSAGE:
+            values[name] = from_proto(nested, raw) if message.HasField(name) else None
+        else:
+            values[name] = list(raw)
     return result_class(**values)
 
 
+# How a field is read (plain ints: this runs for every field of every reply).
+_SCALAR, _LIST, _ENUM, _MESSAGE, _MESSAGES = range(5)
+
+
 @functools.cache
-def _nested_results(result_class: type) -> dict[str, type | None]:
-    """Each field of a result dataclass, with the result class it nests (or None for a scalar)."""
+def _plan(result_class: type, message_name: str) -> list[tuple[str, int, Any, dict[int, str]]]:
+    """How to read each field of a result class from one message type, worked out once: a reply is
+    converted on every call, so nothing here runs per call."""
+    descriptor: Any = descriptor_pool.Default().FindMessageTypeByName(message_name)
     hints = typing.get_type_hints(result_class)
-    nested: dict[str, type | None] = {}
+    plan = []
     for field in dataclasses.fields(result_class):
+        proto = descriptor.fields_by_name.get(field.name)
+        if proto is None:  # a field this contract version does not have yet
+            continue
         inner = [arg for arg in _unwrap(hints[field.name]) if isinstance(arg, type) and dataclasses.is_dataclass(arg)]
-        nested[field.name] = inner[0] if inner else None
-    return nested
+        labels: dict[int, str] = {}
+        if inner:
+            kind = _MESSAGES if _is_repeated(proto) else _MESSAGE
+        elif proto.enum_type is not None:
+            kind = _ENUM
+            labels = {value.number: enum_label(proto.enum_type, value.number) for value in proto.enum_type.values}
+        else:
+            kind = _LIST if _is_repeated(proto) else _SCALAR
+        plan.append((field.name, kind, inner[0] if inner else None, labels))
+    return plan
 
 
 def _unwrap(hint: object) -> tuple[object, ...]:

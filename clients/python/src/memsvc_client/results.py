@@ -1,4 +1,4 @@
-"""The typed results of memsvc calls: one frozen dataclass per contract message a call returns.
+"""The typed results of memsvc calls: one dataclass per contract message a call returns.
 
 Owns only the shapes: every attribute is named as its proto field, enums are their lower-case
 names ("user", "archive", "resolved"; "" when unset), 64-bit integers are ints, an unset message
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-_result = dataclass(frozen=True, slots=True, kw_only=True)
+_result = dataclass(slots=True, kw_only=True)
 
 
 @_result
