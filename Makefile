@@ -106,6 +106,7 @@ lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the 
 bench: install ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 	$(BIN)/python benchmarks/archive.py
+	$(BIN)/python benchmarks/client.py
 
 bench-vectors: install local-model ## the vector index at 10k and 100k vectors vs numpy, and embedder quality, ~5 min
 	$(BIN)/python benchmarks/vectors.py $(ARGS)
