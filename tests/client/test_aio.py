@@ -16,7 +16,9 @@ def test_calls_results_and_errors(server):
     async def scenario() -> None:
         async with AsyncClient(server.unix) as memory:
             appended = await memory.append("a1", [("user", "We deploy on Fridays?"), ("assistant", "Never.")])
-            assert [m.role for m in appended.messages] == ["user", "assistant"]
+            window = (await memory.get_context("a1")).window
+            assert [(m.id, m.role) for m in window] == [(m.id, role) for m, role in zip(
+                appended.messages, ["user", "assistant"], strict=True)]
             hits = (await memory.search("a1", "fridays", match="keyword")).hits
             assert [hit.message.content for hit in hits] == ["We deploy on Fridays?"]
             lesson = await memory.record_error("shell", "command not found: jq", "install jq")

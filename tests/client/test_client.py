@@ -30,11 +30,11 @@ QUICK = RetryPolicy(attempts=4, initial_backoff=0.01, max_backoff=0.05)
 def test_plain_arguments_in_typed_results_out(client):
     appended = client.append("s1", [("user", "We deploy on Fridays?"),
                                     {"role": "assistant", "content": "No: never on Fridays.", "sender": "planner"}])
-    first, second = appended.messages
-    assert (first.role, second.role, second.sender) == ("user", "assistant", "planner")
+    first, second = appended.messages  # the reply's ids and times: issue 12 may drop the rest of the echo
     assert first.id < second.id and first.send_at_unix_nano > 0 and appended.replayed is False
     window = client.get_context("s1").window
-    assert [m.content for m in window] == ["We deploy on Fridays?", "No: never on Fridays."]
+    assert [(m.role, m.content, m.sender) for m in window] == [
+        ("user", "We deploy on Fridays?", ""), ("assistant", "No: never on Fridays.", "planner")]
     assert isinstance(window[0], Message) and window[0].id == first.id
     client.append("s1", [window[1]])  # a message read back is valid input
     hits = client.search("s1", "Fridays", match="keyword", time_range="week", limit=5).hits

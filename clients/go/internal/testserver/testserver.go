@@ -47,15 +47,22 @@ func RepoRoot() (string, error) {
 	return "", fmt.Errorf("no memsvc checkout above %s; set MEMSVC_ROOT", real)
 }
 
+// interpreter is the checkout and the Python that runs memsvc there: $MEMSVC_PYTHON, or its .venv's.
+func interpreter() (root, python string, err error) {
+	if root, err = RepoRoot(); err != nil {
+		return "", "", err
+	}
+	if python = os.Getenv("MEMSVC_PYTHON"); python == "" {
+		python = filepath.Join(root, ".venv", "bin", "python")
+	}
+	return root, python, nil
+}
+
 // Start runs the server and waits for its "serving" log line.
 func Start(args ...string) (*Server, error) {
-	root, err := RepoRoot()
+	root, python, err := interpreter()
 	if err != nil {
 		return nil, err
-	}
-	python := os.Getenv("MEMSVC_PYTHON")
-	if python == "" {
-		python = filepath.Join(root, ".venv", "bin", "python")
 	}
 	directory, err := ioutil.TempDir("", "memsvc-go-")
 	if err != nil {
@@ -137,13 +144,9 @@ type Proxy struct {
 // StartProxy runs the proxy in front of upstream; each fail rule is METHOD=CODE:TIMES, answered
 // by the proxy instead of forwarded.
 func StartProxy(upstream string, fail ...string) (*Proxy, error) {
-	root, err := RepoRoot()
+	root, python, err := interpreter()
 	if err != nil {
 		return nil, err
-	}
-	python := os.Getenv("MEMSVC_PYTHON")
-	if python == "" {
-		python = filepath.Join(root, ".venv", "bin", "python")
 	}
 	args := []string{"-m", "tests.support.grpc_proxy", upstream}
 	for _, rule := range fail {

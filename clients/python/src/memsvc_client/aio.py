@@ -12,29 +12,22 @@ never hold memory logic: every method is one RPC, documented on `Client`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Self
 
 import grpc
 from grpc import aio
 
 from memsvc_client import results as r
-from memsvc_client.connection import DEFAULT_TIMEOUT, Connection, MessageLike, messages_fields
+from memsvc_client.connection import Connection, MessageLike, messages_fields
 from memsvc_client.convert import from_proto
 from memsvc_client.errors import from_rpc_error
-from memsvc_client.retry import DEFAULT_RETRY, RetryPolicy
 
 
 class AsyncClient(Connection):
-    """A connection to one memsvc server for one event loop; the arguments are `Client`'s."""
+    """A connection to one memsvc server for one event loop; the arguments are `Connection`'s."""
 
-    def __init__(self, target: str, *, timeout: float = DEFAULT_TIMEOUT, token: str | None = None,
-                 tls: bool = False, root_certificates: bytes | None = None, private_key: bytes | None = None,
-                 certificate_chain: bytes | None = None, options: Sequence[tuple[str, Any]] = (),
-                 retry: RetryPolicy | None = DEFAULT_RETRY):
-        super().__init__(aio, target, timeout=timeout, token=token, tls=tls, root_certificates=root_certificates,
-                         private_key=private_key, certificate_chain=certificate_chain, options=options,
-                         retry=retry)
+    channels = aio
 
     async def __aenter__(self) -> Self:
         return self

@@ -13,35 +13,22 @@ memory logic: every method is one RPC.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Self
 
 import grpc
 
 from memsvc_client import results as r
-from memsvc_client.connection import DEFAULT_TIMEOUT, Connection, MessageLike, messages_fields
+from memsvc_client.connection import Connection, MessageLike, messages_fields
 from memsvc_client.convert import from_proto
 from memsvc_client.errors import from_rpc_error
-from memsvc_client.retry import DEFAULT_RETRY, RetryPolicy
 
 
 class Client(Connection):
-    """A connection to one memsvc server; safe to share between threads.
+    """A blocking connection to one memsvc server, safe to share between threads; the arguments are
+    `Connection`'s."""
 
-    `target` is "HOST:PORT", "[::1]:PORT", "unix:///abs/path" or "unix:relative/path". `timeout` is
-    every call's deadline in seconds (per call: `timeout=`), retries included. `token` is the bearer
-    token of a server with token_file. TLS: `root_certificates` (the server's CA, PEM), plus
-    `private_key` and `certificate_chain` for mTLS; `tls=True` alone trusts the system's CAs.
-    `retry=None` turns retries off. `options` are grpcio channel options.
-    """
-
-    def __init__(self, target: str, *, timeout: float = DEFAULT_TIMEOUT, token: str | None = None,
-                 tls: bool = False, root_certificates: bytes | None = None, private_key: bytes | None = None,
-                 certificate_chain: bytes | None = None, options: Sequence[tuple[str, Any]] = (),
-                 retry: RetryPolicy | None = DEFAULT_RETRY):
-        super().__init__(grpc, target, timeout=timeout, token=token, tls=tls, root_certificates=root_certificates,
-                         private_key=private_key, certificate_chain=certificate_chain, options=options,
-                         retry=retry)
+    channels = grpc
 
     def __enter__(self) -> Self:
         return self

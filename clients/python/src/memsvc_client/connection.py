@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from memsvc_client import results
 from memsvc_client.convert import fields_of, to_proto
-from memsvc_client.retry import NO_RETRY, RetryPolicy
+from memsvc_client.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from memsvc_client.rpcs import RPCS, SESSION_METADATA, Rpc
 
 DEFAULT_TIMEOUT = 10.0
@@ -57,11 +58,22 @@ class Plan:
 
 
 class Connection:
-    def __init__(self, grpc_module: ModuleType, target: str, *, timeout: float, token: str | None, tls: bool,
-                 root_certificates: bytes | None, private_key: bytes | None, certificate_chain: bytes | None,
-                 options: Sequence[tuple[str, Any]], retry: RetryPolicy | None):
-        import grpc
+    """A connection to one memsvc server.
 
+    `target` is "HOST:PORT", "[::1]:PORT", "unix:///abs/path" or "unix:relative/path". `timeout` is
+    every call's deadline in seconds (per call: `timeout=`), retries included. `token` is the bearer
+    token of a server with token_file. TLS: `root_certificates` (the server's CA, PEM), plus
+    `private_key` and `certificate_chain` for mTLS; `tls=True` alone trusts the system's CAs.
+    `retry=None` turns retries off. `options` are grpcio channel options.
+    """
+
+    channels: ModuleType
+    """grpc or grpc.aio: where the channel comes from."""
+
+    def __init__(self, target: str, *, timeout: float = DEFAULT_TIMEOUT, token: str | None = None,
+                 tls: bool = False, root_certificates: bytes | None = None, private_key: bytes | None = None,
+                 certificate_chain: bytes | None = None, options: Sequence[tuple[str, Any]] = (),
+                 retry: RetryPolicy | None = DEFAULT_RETRY):
         self.target = target
         self.timeout = timeout
         self.retry = retry or NO_RETRY
@@ -70,9 +82,9 @@ class Connection:
             if target.startswith("unix:"):
                 raise ValueError("memsvc serves unix sockets in plaintext: drop the TLS arguments for a unix target")
             credentials = grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
-            self.channel = grpc_module.secure_channel(target, credentials, options=list(options))
+            self.channel = self.channels.secure_channel(target, credentials, options=list(options))
         else:
-            self.channel = grpc_module.insecure_channel(target, options=list(options))
+            self.channel = self.channels.insecure_channel(target, options=list(options))
         self.stubs = {name: self.channel.unary_unary(rpc.path, request_serializer=rpc.request.SerializeToString,
                                                      response_deserializer=rpc.response.FromString)
                       for name, rpc in RPCS.items()}
