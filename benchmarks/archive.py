@@ -59,11 +59,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memsvc.archive import keywords
 from memsvc.archive.index import Archive
-from memsvc.client import Client
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
-from memsvc.v1 import memory_pb2 as pb
 from memsvc.window import history
+from memsvc_client import Client
 
 RECENT = 16
 "Messages of each session also kept in history.json."
@@ -226,9 +225,9 @@ def end_to_end(data_dir: Path, queries: list[Query], warmup: list[Query]) -> dic
                 nonlocal found
                 bounds = {} if query.until == NO_UPPER_BOUND else {"since_unix_nano": query.since,
                                                              "until_unix_nano": query.until}
-                hits = client.search(session_name(query.session), query.text, match=pb.MATCH_KEYWORD, limit=LIMIT,
+                hits = client.search(session_name(query.session), query.text, match="keyword", limit=LIMIT,
                                      **bounds).hits
-                found += any(hit.source == pb.SOURCE_ARCHIVE for hit in hits)
+                found += any(hit.source == "archive" for hit in hits)
 
             for session in sorted({query.session for query in queries}):
                 client.get_context(session_name(session))  # opening a session queues an archive reconcile

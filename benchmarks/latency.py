@@ -28,9 +28,9 @@ import grpc
 from common import ServerProcess, interleaved, save
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc.client import Client
 from memsvc.core.records import Record
 from memsvc.window import history
+from memsvc_client import Client
 
 FOUR_MIB = 4 * 1024 * 1024
 HTTP_LISTEN = "_with_http_listen"

@@ -37,7 +37,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
-from memsvc.v1 import memory_pb2 as pb
 from memsvc.vectors import build, files, generation
 from memsvc.vectors.embedders import local
 from memsvc.vectors.embedders.builtin import BuiltinEmbedder
@@ -221,7 +220,7 @@ def quality(embedder_args: list[str], label: str) -> dict:
             while client.search("quality", "warm up", include_window=True).unsearched:
                 time.sleep(0.2)
             results = {}
-            for match, name in ((pb.MATCH_SEMANTIC, label), (pb.MATCH_HYBRID, f"hybrid ({label})")):
+            for match, name in (("semantic", label), ("hybrid", f"hybrid ({label})")):
                 ranks = []
                 for kind, query, relevant in QUERIES:
                     hits = client.search("quality", query, match=match, limit=10, include_window=True).hits

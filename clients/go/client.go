@@ -2,10 +2,11 @@
 // agents served over gRPC.
 //
 // It owns the connection (TCP or unix socket), the default deadline, the
-// bearer token and turning failures into *Error with the server's stable
-// ErrorInfo reason. Every RPC is the generated method, called with the
-// generated request struct; it must never hold memory logic or retry on its
-// own (see README for what is safe to retry).
+// bearer token, the "memsvc-session" metadata of per-session RPCs, retries
+// where the contract allows them, and turning failures into *Error with the
+// server's stable ErrorInfo reason. Every RPC is the generated method, called
+// with the generated request struct (the struct is the options: a field the
+// contract gains needs no code here); it must never hold memory logic.
 //
 //	client, err := memsvc.Dial("unix:///run/memsvc.sock")
 //	reply, err := client.Append(ctx, &memsvcv1.AppendRequest{SessionId: "s1",
@@ -46,6 +47,7 @@ type Client struct {
 type Option func(*settings)
 
 type settings struct {
+	retry       RetryPolicy
 	timeout     time.Duration
 	token       string
 	tls         *tls.Config
@@ -99,7 +101,7 @@ func WithDialOptions(options ...grpc.DialOption) Option {
 // or "unix:relative/path". It fails only on a malformed target; an unreachable
 // server shows up as an UNAVAILABLE *Error on the first call.
 func Dial(target string, options ...Option) (*Client, error) {
-	s := settings{timeout: DefaultTimeout}
+	s := settings{timeout: DefaultTimeout, retry: DefaultRetry}
 	for _, option := range options {
 		option(&s)
 	}
@@ -117,7 +119,8 @@ func Dial(target string, options ...Option) (*Client, error) {
 	dialOptions := []grpc.DialOption{
 		security,
 		grpc.WithContextDialer(dialer),
-		grpc.WithChainUnaryInterceptor(defaultDeadline(s.timeout), bearer(s.token), typedErrors),
+		grpc.WithChainUnaryInterceptor(defaultDeadline(s.timeout), bearer(s.token), sessionHeader, retrying(s.retry),
+			typedErrors),
 	}
 	conn, err := grpc.Dial("passthrough:///"+address, append(dialOptions, s.dialOptions...)...)
 	if err != nil {
@@ -189,6 +192,32 @@ func bearer(token string) grpc.UnaryClientInterceptor {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+}
+
+// SessionMetadata is the request metadata naming the session a per-session RPC acts on: a proxy
+// in front of several servers routes by it.
+const SessionMetadata = "memsvc-session"
+
+var memoryService = "/" + string(memsvcv1.File_memsvc_v1_memory_proto.Services().ByName("MemoryService").FullName()) + "/"
+
+// sessionHeader names the session of every MemoryService RPC whose request has a session id.
+func sessionHeader(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if named, ok := req.(interface{ GetSessionId() string }); ok && strings.HasPrefix(method, memoryService) {
+		if id := named.GetSessionId(); id != "" && printableASCII(id) {
+			ctx = metadata.AppendToOutgoingContext(ctx, SessionMetadata, id)
+		}
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func printableASCII(text string) bool {
+	for _, r := range text {
+		if r < 0x20 || r > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func typedErrors(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,

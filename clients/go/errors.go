@@ -37,6 +37,33 @@ func (e *Error) GRPCStatus() *status.Status {
 	return e.status
 }
 
+// Is makes errors.Is(err, memsvc.ErrNotFound) true for every *Error of that code: the sentinels
+// below stand for one status code each, whatever the reason.
+func (e *Error) Is(target error) bool {
+	sentinel, ok := target.(*Error)
+	return ok && sentinel.status == nil && sentinel.Code == e.Code
+}
+
+// One sentinel per status code, for errors.Is.
+var (
+	ErrCanceled           = &Error{Code: codes.Canceled}
+	ErrUnknown            = &Error{Code: codes.Unknown}
+	ErrInvalidArgument    = &Error{Code: codes.InvalidArgument}
+	ErrDeadlineExceeded   = &Error{Code: codes.DeadlineExceeded}
+	ErrNotFound           = &Error{Code: codes.NotFound}
+	ErrAlreadyExists      = &Error{Code: codes.AlreadyExists}
+	ErrPermissionDenied   = &Error{Code: codes.PermissionDenied}
+	ErrResourceExhausted  = &Error{Code: codes.ResourceExhausted}
+	ErrFailedPrecondition = &Error{Code: codes.FailedPrecondition}
+	ErrAborted            = &Error{Code: codes.Aborted}
+	ErrOutOfRange         = &Error{Code: codes.OutOfRange}
+	ErrUnimplemented      = &Error{Code: codes.Unimplemented}
+	ErrInternal           = &Error{Code: codes.Internal}
+	ErrUnavailable        = &Error{Code: codes.Unavailable}
+	ErrDataLoss           = &Error{Code: codes.DataLoss}
+	ErrUnauthenticated    = &Error{Code: codes.Unauthenticated}
+)
+
 // AsError returns the *Error inside err, if there is one.
 func AsError(err error) (*Error, bool) {
 	var memsvcError *Error

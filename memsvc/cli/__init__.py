@@ -1,6 +1,7 @@
-"""The `memsvc` command line: `memsvc serve` and friends.
+"""The `memsvc` command line: `memsvc serve`, `import`, `mcp` and the operator commands.
 
-Owns argument parsing and exit codes. Must never hold domain logic.
+Owns argument parsing and exit codes. Must never hold domain logic: `serve` and `import` run
+the server's code, everything else talks to a running server through the client (`remote`).
 """
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ import argparse
 import sys
 from pathlib import Path
 
+from memsvc.cli import remote
 from memsvc.core import config
 from memsvc.core.errors import InvalidSetting
 from memsvc.runtime import logs
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memsvc", description="Conversation memory for LLM agents, over gRPC.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="memsvc", description="Conversation memory for LLM agents, over gRPC. `memsvc COMMAND --help` "
+                                   "documents each command; all but serve and import talk to a running server.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
         "serve", help="run the server",
         description="Run the server. Settings: flags > MEMSVC_* environment > TOML file (--config) > defaults.")
@@ -28,11 +32,34 @@ def build_parser() -> argparse.ArgumentParser:
                     "Run it with the server stopped; sessions already present are skipped.")
     adopt.add_argument("source", metavar="DIR", help="the reference data directory (or its sessions/ directory)")
     config.add_arguments(adopt)
+    agents = commands.add_parser(
+        "mcp", help="serve memsvc's tools to MCP agents (stdio, or streamable HTTP)",
+        description="A Model Context Protocol server exposing memsvc to agents: search the chat history, read "
+                    "the context and the rolling summary, look up and record error lessons. It talks to a "
+                    "running memsvc (--target). Over stdio by default; --http serves streamable HTTP instead.")
+    remote.add_connection_arguments(agents)
+    agents.add_argument("--session", default="",
+                        help="the agent's session: the tools' default when a call names none")
+    agents.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on this address instead of stdio")
+    agents.add_argument("--path", default="/mcp", help="the streamable HTTP endpoint's path (default /mcp)")
+    remote.add_commands(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = vars(build_parser().parse_args(argv))
+    parsed = build_parser().parse_args(argv)
+    if parsed.command == "mcp":
+        from memsvc.mcp.server import serve as serve_mcp
+
+        try:
+            options = remote.client_arguments(parsed)
+        except OSError as error:  # the token or a TLS file
+            print(f"memsvc: {error}", file=sys.stderr)
+            return 2
+        return serve_mcp(parsed.target, options, parsed.session, parsed.http, parsed.path)
+    if getattr(parsed, "run", None) is not None:
+        return remote.run(parsed)
+    args = vars(parsed)
     command = args.pop("command")
     source = args.pop("source", None)
     try:

@@ -11,6 +11,7 @@ each call to its servicer.
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +50,12 @@ class Contract(ConnectASGIApplication[Mapping[str, object]]):
         self.max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and scope.get("method") != "POST":
+            # Connect lets side-effect-free methods be called with GET, the request in the URL: memsvc
+            # refuses it, since a query string carries conversation text into proxy and access logs.
+            refused = HTTPException(HTTPStatus.METHOD_NOT_ALLOWED, [("Allow", "POST")])
+            await self._handle_error(refused, None, send)
+            return
         await super().__call__(scope, self._limited(scope, receive), send)
 
     def _limited(self, scope: Any, receive: Any) -> Any:

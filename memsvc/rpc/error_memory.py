@@ -15,8 +15,8 @@ from memsvc.app import App
 from memsvc.lessons.model import Lesson, NewLesson
 from memsvc.rpc.convert import enum_name
 from memsvc.rpc.status import translated
-from memsvc.v1 import error_memory_pb2 as pb
-from memsvc.v1 import error_memory_pb2_grpc
+from memsvc_client.v1 import error_memory_pb2 as pb
+from memsvc_client.v1 import error_memory_pb2_grpc
 
 OUTCOME_NAMES = {pb.OUTCOME_UNSPECIFIED: "", pb.OUTCOME_RESOLVED: "resolved", pb.OUTCOME_FAILED: "failed",
                  pb.OUTCOME_ABANDONED: "abandoned"}

@@ -9,8 +9,8 @@ import grpc
 from memsvc.app import App
 from memsvc.rpc import convert
 from memsvc.rpc.status import translated
-from memsvc.v1 import memory_pb2 as pb
-from memsvc.v1 import memory_pb2_grpc
+from memsvc_client.v1 import memory_pb2 as pb
+from memsvc_client.v1 import memory_pb2_grpc
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):

@@ -31,7 +31,7 @@ from memsvc.rpc.instrument import Metrics
 from memsvc.rpc.malformed import MalformedRequests
 from memsvc.rpc.memory import MemoryServicer
 from memsvc.runtime.metrics import MetricsListener
-from memsvc.v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
+from memsvc_client.v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
 
 log = logging.getLogger(__name__)
 

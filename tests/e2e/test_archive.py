@@ -3,13 +3,12 @@
 import grpc
 import pytest
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client import MemsvcError
 from tests.support import wait_for
 
 
 def keyword(client, session_id, query, **options):
-    return client.search(session_id, query, match=pb.MATCH_KEYWORD, **options).hits
+    return client.search(session_id, query, match="keyword", **options).hits
 
 
 def pair(client, session_id, user_text, reply="noted"):
@@ -28,7 +27,7 @@ def test_keyword_search_finds_each_message_once_across_an_auto_compaction(make_s
             hits = keyword(client, "s", f"p{index}x", limit=32)
             assert [h.message.content.split(":")[0] for h in hits] == [f"turn {index}"]
         sources = {h.source for i in (0, 119) for h in keyword(client, "s", f"p{i}x")}
-        assert sources == {pb.SOURCE_ARCHIVE, pb.SOURCE_RECENT}
+        assert sources == {"archive", "recent"}
         all_hits = keyword(client, "s", "sandbox", limit=32)
         assert len(all_hits) == 32 and len({h.message.id for h in all_hits}) == 32
 
@@ -43,12 +42,12 @@ def test_keyword_search_finds_each_message_once_across_an_auto_compaction(make_s
 def test_any_script_is_found_when_recent_and_when_archived(client, content, query):
     pair(client, "s", content)
     recent = keyword(client, "s", query)
-    assert [(h.message.content, h.source) for h in recent] == [(content, pb.SOURCE_RECENT)]
+    assert [(h.message.content, h.source) for h in recent] == [(content, "recent")]
     for index in range(20):
         pair(client, "s", f"filler {index}")
     assert client.compact("s").removed == 26
     archived = keyword(client, "s", query)
-    assert [(h.message.content, h.source) for h in archived] == [(content, pb.SOURCE_ARCHIVE)]
+    assert [(h.message.content, h.source) for h in archived] == [(content, "archive")]
 
 
 def test_role_name_is_not_searchable_and_absent_words_find_nothing(client):
@@ -73,14 +72,14 @@ def test_time_range_and_limit(client):
     import time
 
     now = time.time_ns()
-    client.append("s", [pb.Message(role=pb.ROLE_USER, content="old sandbox", send_at_unix_nano=now - 40 * day),
-                        pb.Message(role=pb.ROLE_USER, content="week sandbox", send_at_unix_nano=now - 3 * day),
-                        pb.Message(role=pb.ROLE_USER, content="today sandbox", send_at_unix_nano=now)])
+    client.append("s", [dict(role="user", content="old sandbox", send_at_unix_nano=now - 40 * day),
+                        dict(role="user", content="week sandbox", send_at_unix_nano=now - 3 * day),
+                        dict(role="user", content="today sandbox", send_at_unix_nano=now)])
     def contents(**options):
         return sorted(h.message.content for h in keyword(client, "s", "sandbox", **options))
     assert contents() == ["old sandbox", "today sandbox", "week sandbox"]
-    assert contents(time_range=pb.TIME_RANGE_WEEK) == ["today sandbox", "week sandbox"]
-    assert contents(time_range=pb.TIME_RANGE_DAY) == ["today sandbox"]
+    assert contents(time_range="week") == ["today sandbox", "week sandbox"]
+    assert contents(time_range="day") == ["today sandbox"]
     assert contents(since_unix_nano=now - 50 * day, until_unix_nano=now - day) == ["old sandbox", "week sandbox"]
     assert len(keyword(client, "s", "sandbox", limit=1)) == 1
 
@@ -93,15 +92,15 @@ def test_time_range_and_limit(client):
 ])
 def test_bad_search_requests(client, options, reason):
     pair(client, "s", "x")
-    request = {"match": pb.MATCH_KEYWORD, **options}
-    with pytest.raises(MemsvcClientError) as caught:
+    request = {"match": "keyword", **options}
+    with pytest.raises(MemsvcError) as caught:
         client.search("s", "x", **{k: v for k, v in request.items() if k != "match"}, match=request["match"])
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, reason)
 
 
 def test_empty_keyword_query(client):
     pair(client, "s", "x")
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         keyword(client, "s", " ?! ")
     assert caught.value.reason == "EMPTY_QUERY"
 
@@ -111,7 +110,7 @@ def test_manual_compact_keeps_the_window_on_a_pair_boundary(make_server):
     with server.client() as client:
         for index in range(10):
             pair(client, "s", f"q{index}", reply=f"a{index}")
-        first_kept = client.search("s", "q7", match=pb.MATCH_KEYWORD).hits[0].message
+        first_kept = client.search("s", "q7", match="keyword").hits[0].message
         result = client.compact("s")
         # keeping exactly 5 would cut between q7 and a7: the cut moves back to keep the pair whole
         assert result.removed == 14 and result.start_at_unix_nano == first_kept.send_at_unix_nano
@@ -127,7 +126,7 @@ def test_reset_and_remove_reach_every_store(client):
         pair(client, "s", f"filler {index}")
     client.compact("s")
     assert keyword(client, "s", "sandbox")
-    reset = client.reset("s", pb.RESET_MODE_ALL).deleted
+    reset = client.reset("s", "all").deleted
     assert reset.history_messages == 16 and reset.archived_messages == 50
     assert keyword(client, "s", "sandbox") == [] and list(client.get_context("s").window) == []
     again = pair(client, "s", "after reset sandbox")
@@ -135,7 +134,7 @@ def test_reset_and_remove_reach_every_store(client):
     removed = client.remove_session("s").deleted
     assert removed.history_messages == 2 and removed.archived_messages == 2
     assert keyword(client, "s", "sandbox") == []
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         client.remove_session("s")
     assert caught.value.code == grpc.StatusCode.NOT_FOUND
 
@@ -152,7 +151,7 @@ def test_kill_between_append_and_archive_commit_loses_nothing(make_server):
         client.compact("s")
         for index in range(30):
             hits = keyword(client, "s", f"unique{index}x")
-            source = pb.SOURCE_RECENT if index == 29 else pb.SOURCE_ARCHIVE  # the last pair is the window
+            source = "recent" if index == 29 else "archive"  # the last pair is the window
             assert [(h.message.content, h.source) for h in hits] == [(f"unique{index}x words", source)]
 
 

@@ -1,8 +1,9 @@
 """Cross-language conformance: the scripted scenario of
 clients/conformance/scenario.json (append, context, semantic, hybrid and
-keyword search, compaction, bad input, reset, removal) run from Python, Node and Go against one real
-server, over TCP and the unix socket; every client must give the results the
-Python client gives, and those must be the documented behaviour.
+keyword search, compaction, bad input, summarizing without a model, reset,
+removal) run from Python, Node and Go against one real server, over TCP and
+the unix socket; every client must give the results the Python client gives,
+and those must be the documented behaviour.
 
 The Node and Go runners are built by `make test` (clients/node/dist, build/bin).
 A runner that is not built is skipped, unless MEMSVC_REQUIRE_CLIENTS names it
@@ -12,9 +13,6 @@ A runner that is not built is skipped, unless MEMSVC_REQUIRE_CLIENTS names it
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,29 +20,37 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
-from memsvc.client import Client, MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
-from tests.support import ROOT, ServerProcess
-
-SCENARIO = ROOT / "clients" / "conformance" / "scenario.json"
-NODE_RUNNER = ROOT / "clients" / "node" / "dist" / "conformance" / "run.js"
-GO_RUNNER = ROOT / "build" / "bin" / "memsvc-conformance"
-RUN_TIMEOUT = 120
+from memsvc_client import Client, MemsvcError
+from memsvc_client.convert import enum_label, to_proto
+from memsvc_client.rpcs import RPCS
+from tests.support import ServerProcess
+from tests.support.runners import SCENARIO, scenario_runner
 
 Results = dict[str, dict[str, Any]]
 
-PYTHON_CALLS: dict[str, tuple[type, Callable[[Client, Any], Any]]] = {
-    "Append": (pb.AppendRequest,
-               lambda c, r: c.append(r.session_id, r.messages, idempotency_key=r.idempotency_key)),
-    "GetContext": (pb.GetContextRequest, lambda c, r: c.get_context(r.session_id, request_text=r.request_text)),
-    "Search": (pb.SearchRequest, lambda c, r: c.search(
-        r.session_id, r.query, match=r.match, limit=r.limit, time_range=r.time_range,
+def label(message: Any, field: str) -> str:
+    """An enum field of a parsed request as the client takes it: "keyword" for MATCH_KEYWORD."""
+    return enum_label(message.DESCRIPTOR.fields_by_name[field].enum_type, getattr(message, field))
+
+
+# Each step's request, parsed from the scenario's proto3 JSON, becomes the client's plain arguments; each
+# typed result goes back to proto3 JSON through the client's own converter, so a field the result drops
+# shows up as a difference from the other languages.
+PYTHON_CALLS: dict[str, Callable[[Client, Any], Any]] = {
+    "Append": lambda c, r: c.append(
+        r.session_id, [{"role": label(m, "role"), "content": m.content, "sender": m.sender,
+                        "send_at_unix_nano": m.send_at_unix_nano} for m in r.messages],
+        idempotency_key=r.idempotency_key),
+    "GetContext": lambda c, r: c.get_context(r.session_id, request_text=r.request_text),
+    "Search": lambda c, r: c.search(
+        r.session_id, r.query, match=label(r, "match"), limit=r.limit, time_range=label(r, "time_range"),
         since_unix_nano=r.since_unix_nano, until_unix_nano=r.until_unix_nano, include_window=r.include_window,
-        query_embedding=r.query_embedding)),
-    "Compact": (pb.CompactRequest, lambda c, r: c.compact(r.session_id)),
-    "GetSummary": (pb.GetSummaryRequest, lambda c, r: c.get_summary(r.session_id)),
-    "Reset": (pb.ResetRequest, lambda c, r: c.reset(r.session_id, r.mode)),
-    "RemoveSession": (pb.RemoveSessionRequest, lambda c, r: c.remove_session(r.session_id)),
+        query_embedding=list(r.query_embedding)),
+    "Compact": lambda c, r: c.compact(r.session_id),
+    "Summarize": lambda c, r: c.summarize(r.session_id),
+    "GetSummary": lambda c, r: c.get_summary(r.session_id),
+    "Reset": lambda c, r: c.reset(r.session_id, label(r, "mode")),
+    "RemoveSession": lambda c, r: c.remove_session(r.session_id),
 }
 
 
@@ -56,41 +62,19 @@ def run_python(target: str, session: str) -> list[dict[str, Any]]:
     results = []
     with Client(target) as client:
         for step in steps(session):
-            request_type, call = PYTHON_CALLS[step["rpc"]]
-            request = json_format.ParseDict(step["request"], request_type())
+            rpc = RPCS[step["rpc"]]
+            request = json_format.ParseDict(step["request"], rpc.request())
             try:
-                results.append({"name": step["name"], "response": json_format.MessageToDict(call(client, request))})
-            except MemsvcClientError as error:
+                result = PYTHON_CALLS[step["rpc"]](client, request)
+                results.append({"name": step["name"], "response": json_format.MessageToDict(
+                    to_proto(rpc.response, result))})
+            except MemsvcError as error:
                 results.append({"name": step["name"], "error": {"code": error.code.name, "reason": error.reason}})
     return results
 
 
-def run_program(command: list[str], target: str, session: str) -> list[dict[str, Any]]:
-    done = subprocess.run([*command, str(SCENARIO), target, session], capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT, cwd=ROOT, check=False)
-    assert done.returncode == 0, f"{command[-1]} failed ({done.returncode}):\n{done.stderr}"
-    return json.loads(done.stdout)["results"]
-
-
 def runner(language: str) -> Callable[[str, str], list[dict[str, Any]]]:
-    """The runner of one language, or a skip (a failure when it is required)."""
-    if language == "python":
-        return run_python
-    if language == "node":
-        node = shutil.which("node")
-        missing = "node is not installed" if node is None else (
-            f"{NODE_RUNNER.relative_to(ROOT)} is not built (cd clients/node && npm ci && npm run build)"
-            if not NODE_RUNNER.exists() else "")
-        command = [node or "node", str(NODE_RUNNER)]
-    else:
-        missing = "" if GO_RUNNER.exists() else f"{GO_RUNNER.relative_to(ROOT)} is not built (make go-build)"
-        command = [str(GO_RUNNER)]
-    if missing:
-        required = os.environ.get("MEMSVC_REQUIRE_CLIENTS", "").replace(",", " ").split()
-        if language in required:
-            pytest.fail(f"MEMSVC_REQUIRE_CLIENTS has {language}, but {missing}")
-        pytest.skip(missing)
-    return lambda target, session: run_program(command, target, session)
+    return run_python if language == "python" else scenario_runner(language)
 
 
 def comparable(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -175,6 +159,8 @@ def test_the_python_results_are_the_documented_behaviour(reference: list[dict[st
     assert results["keyword search without words"]["error"] == {"code": "INVALID_ARGUMENT", "reason": "EMPTY_QUERY"}
     assert results["summary of a session that never existed"]["error"] == {
         "code": "NOT_FOUND", "reason": "SESSION_NOT_FOUND"}
+    assert results["summarize without a summary model"]["error"] == {
+        "code": "FAILED_PRECONDITION", "reason": "SUMMARY_MODEL_NOT_CONFIGURED"}
 
     deleted = results["reset everything"]["response"]["deleted"]
     # The archive holds every message; history.json only those after the compaction.

@@ -23,8 +23,8 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memsvc.cli import build_parser
-from memsvc.client import Client
 from memsvc.core import config
+from memsvc_client import Client
 from tests.support import ROOT
 
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
@@ -160,14 +160,21 @@ def test_the_files_the_dockerfile_copies_build_the_package(tmp_path):
                     shutil.copytree(origin, destination, ignore=shutil.ignore_patterns("__pycache__"))
                 else:
                     shutil.copy2(origin, destination)
+    installed = [arguments.split() for name, arguments in dockerfile_instructions()
+                 if name == "RUN" and "pip install" in arguments][0]
+    sources = [copied / PurePosixPath(item).relative_to("/src") for item in installed if item.startswith("/src")]
+    assert sources == [copied / "clients" / "python", copied], "the client package first: the server needs it"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", "--wheel-dir", str(tmp_path / "wheel"), str(copied)],
+                    "--disable-pip-version-check", "--wheel-dir", str(tmp_path / "wheel"), *map(str, sources)],
                    check=True, capture_output=True, timeout=300)
+    client = set(zipfile.ZipFile(next((tmp_path / "wheel").glob("memsvc_client-*.whl"))).namelist())
+    assert {"memsvc_client/client.py", "memsvc_client/v1/memory_pb2.py", "memsvc_client/py.typed"} <= client
     wheel = next((tmp_path / "wheel").glob("memsvc-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"memsvc/cli/__init__.py", "memsvc/rpc/server.py", "memsvc/v1/memory_pb2.py", "memsvc/py.typed",
+    assert {"memsvc/cli/__init__.py", "memsvc/rpc/server.py", "memsvc/py.typed",
             "memsvc/summary/prompts/summary.v1.md", "memsvc/http/static/index.html",
             "memsvc/http/static/dashboard.js", "memsvc/http/static/dashboard.css"} <= names
+    assert not any(name.startswith("memsvc/v1/") for name in names), "the stubs live once, in the client"
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
     assert "memsvc = memsvc.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

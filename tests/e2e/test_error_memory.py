@@ -8,8 +8,7 @@ import sqlite3
 import grpc
 import pytest
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import error_memory_pb2 as epb
+from memsvc_client import ErrorRecord, MemsvcError
 from tests.support import kill_during_burst
 
 DAY_SECONDS = 86_400
@@ -24,12 +23,12 @@ def moved(server, days: float):
 
 
 def rejected(call, code: grpc.StatusCode, reason: str) -> None:
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         call()
     assert (caught.value.code, caught.value.reason) == (code, reason), caught.value
 
 
-def all_records(client, **filters) -> list[epb.ErrorRecord]:
+def all_records(client, **filters) -> list[ErrorRecord]:
     records, token = [], ""
     while True:
         page = client.list_errors(page_size=7, page_token=token, **filters)
@@ -46,7 +45,7 @@ def test_a_lesson_recorded_in_one_session_is_found_from_another(server):
                                         keywords=["cloudflare"], session_id="session-a")
         assert recorded.stored and not recorded.refreshed and recorded.detail
         record = recorded.record
-        assert record.outcome == epb.OUTCOME_RESOLVED and record.session_id == "session-a"
+        assert record.outcome == "resolved" and record.session_id == "session-a"
         assert list(record.keywords) == ["cloudflare", "error_type:permission"]
         assert record.expires_at_unix_nano == record.last_hit_unix_nano + 90 * DAY_NANOS
 
@@ -73,10 +72,10 @@ def test_the_configured_embedder_relates_lessons_that_share_no_word(server):
         assert {row[0] for row in db.execute("SELECT vector_model FROM lessons")} == {"builtin-v1"}
 
 
-@pytest.mark.parametrize("outcome", [epb.OUTCOME_FAILED, epb.OUTCOME_ABANDONED])
+@pytest.mark.parametrize("outcome", ["failed", "abandoned"])
 def test_failed_and_abandoned_outcomes_are_discarded_and_the_reply_says_so(client, outcome):
     reply = client.record_error("shell", "rm: permission denied", "", outcome=outcome, session_id="s1")
-    assert not reply.stored and not reply.HasField("record")
+    assert not reply.stored and reply.record is None
     assert "only resolved" in reply.detail
     assert client.list_errors().records == []
     assert client.lookup_errors("shell", "rm: permission denied").records == []
@@ -185,18 +184,17 @@ def test_list_pages_newest_first_and_filters_by_tool(client):
 
 
 @pytest.mark.parametrize("request_fields, reason", [
-    ({"tool_name": "", "symptom": "s", "action": "a", "outcome": epb.OUTCOME_RESOLVED}, "TOOL_NAME_REQUIRED"),
-    ({"tool_name": "t", "symptom": "", "action": "a", "outcome": epb.OUTCOME_RESOLVED}, "SYMPTOM_REQUIRED"),
-    ({"tool_name": "t", "symptom": "s", "action": "", "outcome": epb.OUTCOME_RESOLVED}, "ACTION_REQUIRED"),
+    ({"tool_name": "", "symptom": "s", "action": "a", "outcome": "resolved"}, "TOOL_NAME_REQUIRED"),
+    ({"tool_name": "t", "symptom": "", "action": "a", "outcome": "resolved"}, "SYMPTOM_REQUIRED"),
+    ({"tool_name": "t", "symptom": "s", "action": "", "outcome": "resolved"}, "ACTION_REQUIRED"),
     ({"tool_name": "t", "symptom": "s", "action": "a"}, "OUTCOME_REQUIRED"),
     ({"tool_name": "t", "symptom": "s", "action": "a", "outcome": 9}, "INVALID_ENUM"),
-    ({"tool_name": "t", "symptom": "s" * 20000, "action": "a", "outcome": epb.OUTCOME_RESOLVED}, "FIELD_TOO_LARGE"),
-    ({"tool_name": "t", "symptom": "s", "action": "a", "outcome": epb.OUTCOME_RESOLVED, "session_id": "../x"},
+    ({"tool_name": "t", "symptom": "s" * 20000, "action": "a", "outcome": "resolved"}, "FIELD_TOO_LARGE"),
+    ({"tool_name": "t", "symptom": "s", "action": "a", "outcome": "resolved", "session_id": "../x"},
      "INVALID_SESSION_ID"),
 ])
 def test_bad_records_get_invalid_argument_and_store_nothing(client, request_fields, reason):
-    request = epb.RecordErrorRequest(**request_fields)
-    rejected(lambda: client._call(client.errors.RecordError, request, None), grpc.StatusCode.INVALID_ARGUMENT,
+    rejected(lambda: client.record_error(**{"outcome": "", **request_fields}), grpc.StatusCode.INVALID_ARGUMENT,
              reason)
     assert client.list_errors().records == []
 

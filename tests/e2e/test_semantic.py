@@ -10,10 +10,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
 from memsvc.vectors import files
 from memsvc.vectors.embedders import local
+from memsvc_client import MemsvcError
 from tests.support import wait_for
 from tests.support.embedding_server import EmbeddingServer
 
@@ -56,7 +55,7 @@ def test_a_chinese_query_finds_chinese_messages_with_the_builtin_embedder(server
         matches = sorted((hit for hit in reply.hits if not hit.is_context), key=lambda hit: -hit.score)
         assert [hit.message.id for hit in matches] == [2, 5]
         assert reply.unsearched == 0
-        assert all(hit.source == pb.SOURCE_RECENT for hit in reply.hits)
+        assert all(hit.source == "recent" for hit in reply.hits)
 
 
 def test_expansion_is_two_before_one_after_clamped_merged_and_excludes_the_window(make_server):
@@ -141,23 +140,23 @@ def test_client_supplied_vectors_must_match_the_dimension(make_server):
     server = make_server("--embedding-dimensions", "8")
     axis = [[1.0 if i == n else 0.0 for i in range(8)] for n in range(8)]
     with server.client() as client:
-        with pytest.raises(MemsvcClientError) as wrong:
-            client.append("s", [pb.Message(role=pb.ROLE_USER, content="seven", embedding=[1.0] * 7)])
+        with pytest.raises(MemsvcError) as wrong:
+            client.append("s", [dict(role="user", content="seven", embedding=[1.0] * 7)])
         assert (wrong.value.code, wrong.value.reason) == (grpc.StatusCode.FAILED_PRECONDITION,
                                                           "VECTOR_DIMENSION_MISMATCH")
         assert list(client.get_context("s").window) == []
-        with pytest.raises(MemsvcClientError) as invalid:
-            client.append("s", [pb.Message(role=pb.ROLE_USER, content="nan", embedding=[float("nan")] * 8)])
+        with pytest.raises(MemsvcError) as invalid:
+            client.append("s", [dict(role="user", content="nan", embedding=[float("nan")] * 8)])
         assert invalid.value.reason == "INVALID_EMBEDDING"
-        client.append("s", [pb.Message(role=pb.ROLE_USER, content=f"vector {n}", embedding=axis[n])
+        client.append("s", [dict(role="user", content=f"vector {n}", embedding=axis[n])
                             for n in range(4)])
         hits = client.search("s", "", query_embedding=axis[2], limit=1, include_window=True).hits
         assert [(hit.message.id, round(hit.score, 4)) for hit in hits if not hit.is_context] == [(3, 1.0)]
-        with pytest.raises(MemsvcClientError) as mismatch:
+        with pytest.raises(MemsvcError) as mismatch:
             client.search("s", "", query_embedding=[1.0] * 9)
         assert (mismatch.value.code, mismatch.value.reason) == (grpc.StatusCode.FAILED_PRECONDITION,
                                                                 "VECTOR_DIMENSION_MISMATCH")
-        with pytest.raises(MemsvcClientError) as empty:
+        with pytest.raises(MemsvcError) as empty:
             client.search("s", "  ")
         assert (empty.value.code, empty.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "EMPTY_QUERY")
     server.terminate()
@@ -166,7 +165,7 @@ def test_client_supplied_vectors_must_match_the_dimension(make_server):
     with server.client() as client:
         hits = client.search("s", "vector 3", limit=1, include_window=True).hits
         assert [hit.message.id for hit in hits if not hit.is_context] == [4]
-        with pytest.raises(MemsvcClientError) as old:
+        with pytest.raises(MemsvcError) as old:
             client.search("s", "", query_embedding=axis[2])
         assert old.value.reason == "VECTOR_DIMENSION_MISMATCH"
     # the index of the old dimension is replaced in the background
@@ -187,7 +186,7 @@ def test_an_openai_compatible_endpoint_failing_is_reported_then_caught_up(make_s
         endpoint.fail(100_000)
         client.append("s", [("user", "the invoice is overdue"), ("assistant", "I will pay the invoice today"),
                             ("user", "thanks")])
-        with pytest.raises(MemsvcClientError) as down:
+        with pytest.raises(MemsvcError) as down:
             client.search("s", "invoice overdue")
         assert (down.value.code, down.value.reason) == (grpc.StatusCode.UNAVAILABLE, "EMBEDDER_UNAVAILABLE")
         reply = client.search("s", "", query_embedding=query, include_window=True)
@@ -209,14 +208,14 @@ def test_hybrid_fuses_keyword_and_semantic_hits_across_the_archive(make_server):
         client.append("s", [("user", "ssl certificates for the staging cluster expire soon"),
                             ("assistant", "renew the certificates then"),
                             ("user", "what about the flag"), ("assistant", "later")])
-        hits = client.search("s", "staging cluster ssl", match=pb.MATCH_HYBRID, limit=4, include_window=True).hits
+        hits = client.search("s", "staging cluster ssl", match="hybrid", limit=4, include_window=True).hits
         matched = {(hit.message.id, hit.source) for hit in hits if not hit.is_context}
-        assert (1, pb.SOURCE_ARCHIVE) in matched and (13, pb.SOURCE_RECENT) in matched
-        archive_runs = [hit.run for hit in hits if hit.source == pb.SOURCE_ARCHIVE]
+        assert (1, "archive") in matched and (13, "recent") in matched
+        archive_runs = [hit.run for hit in hits if hit.source == "archive"]
         assert archive_runs and archive_runs == list(range(1, len(archive_runs) + 1))
-        assert all(hit.run > max(archive_runs) for hit in hits if hit.source == pb.SOURCE_RECENT)
+        assert all(hit.run > max(archive_runs) for hit in hits if hit.source == "recent")
         semantic = client.search("s", "staging cluster ssl", include_window=True).hits
-        assert all(hit.source == pb.SOURCE_RECENT for hit in semantic)
+        assert all(hit.source == "recent" for hit in semantic)
 
 
 def test_reset_remove_and_compaction_reach_the_vectors(make_server):

@@ -10,20 +10,19 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client import MemsvcError
 
 
 def test_append_and_read_the_window_back_over_tcp_and_unix_socket(server):
     with server.client(server.tcp) as tcp, server.client(server.unix) as unix:
         stored = tcp.append("s1", [("user", "hello"), ("assistant", "hi there")]).messages
         assert [(m.id, m.role, m.content) for m in stored] == [
-            (1, pb.ROLE_USER, "hello"), (2, pb.ROLE_ASSISTANT, "hi there")]
+            (1, "user", "hello"), (2, "assistant", "hi there")]
         assert all(m.send_at_unix_nano > 0 for m in stored)
         unix.append("s1", [("user", "third")])
         window = unix.get_context("s1").window
         assert [m.content for m in window] == ["hello", "hi there", "third"]
-        assert not tcp.get_context("s1").HasField("turn_context")
+        assert tcp.get_context("s1").turn_context is None
 
 
 def test_window_is_limited_to_the_setting(make_server):
@@ -51,8 +50,8 @@ def test_health_serving_and_reflection_lists_both_services(server):
     ("a/b", [("user", "x")], grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SESSION_ID"),
     ("", [("user", "x")], grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SESSION_ID"),
     ("s", [], grpc.StatusCode.INVALID_ARGUMENT, "NO_MESSAGES"),
-    ("s", [pb.Message(content="no role")], grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ROLE"),
-    ("s", [pb.Message(role=7, content="x")], grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ROLE"),
+    ("s", [dict(content="no role")], grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ROLE"),
+    ("s", [dict(role=7, content="x")], grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ROLE"),
     ("s", [("user", "")], grpc.StatusCode.INVALID_ARGUMENT, "EMPTY_CONTENT"),
     ("s", [("user", "x" * (1024 * 1024 + 1))], grpc.StatusCode.INVALID_ARGUMENT, "MESSAGE_TOO_LARGE"),
 ])
@@ -61,7 +60,7 @@ def test_bad_appends_get_a_clear_status_and_change_nothing(server, session_id, m
         client.append("s", [("user", "kept")])
         history = server.data_dir / "sessions/s/history.json"
         before = history.read_bytes()
-        with pytest.raises(MemsvcClientError) as caught:
+        with pytest.raises(MemsvcError) as caught:
             client.append(session_id, messages)
         assert (caught.value.code, caught.value.reason) == (code, reason)
         assert caught.value.message
@@ -71,7 +70,7 @@ def test_bad_appends_get_a_clear_status_and_change_nothing(server, session_id, m
 
 def test_oversize_request_is_resource_exhausted(make_server):
     server = make_server("--max-request-bytes", "100000")
-    with server.client() as client, pytest.raises(MemsvcClientError) as caught:
+    with server.client() as client, pytest.raises(MemsvcError) as caught:
         client.append("s", [("user", "x" * 60000), ("user", "y" * 60000)])
     assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert not (server.data_dir / "sessions/s").exists()
@@ -85,7 +84,7 @@ def test_idempotent_retry_over_the_wire(client):
 
 
 def test_get_summary_of_unknown_session_is_not_found(client):
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         client.get_summary("nobody")
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
 
@@ -128,7 +127,7 @@ def test_logs_carry_no_conversation_text(server):
     secret = "tell-nobody-4242"
     with server.client() as client:
         client.append("s", [("user", secret)])
-        with pytest.raises(MemsvcClientError):
+        with pytest.raises(MemsvcError):
             client.append("s", [("user", secret), ("user", "")])
     server.terminate()
     assert not any(secret in line for line in server.log_lines)

@@ -12,8 +12,7 @@ from datetime import datetime
 import grpc
 import pytest
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client import MemsvcError
 from tests.support.llm_server import error, summary_reply
 
 SENT_AT = int(datetime(2025, 3, 1, 14, 0).timestamp()) * 1_000_000_000
@@ -23,14 +22,13 @@ def llm_flags(base_url: str, *extra: str) -> list[str]:
     return ["--llm-base-url", base_url, "--summary-model", "sum", "--llm-max-retries", "0", *extra]
 
 
-def conversation(*turns: tuple[str, str], at: int = SENT_AT) -> list[pb.Message]:
-    roles = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
-    return [pb.Message(role=roles[role], content=text, send_at_unix_nano=at + n * 60 * 1_000_000_000)
+def conversation(*turns: tuple[str, str], at: int = SENT_AT) -> list[dict]:
+    return [dict(role=role, content=text, send_at_unix_nano=at + n * 60 * 1_000_000_000)
             for n, (role, text) in enumerate(turns)]
 
 
 def status_of(call) -> tuple[grpc.StatusCode, str, str]:
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         call()
     return caught.value.code, caught.value.reason, caught.value.message
 
@@ -42,7 +40,7 @@ def test_summarize_without_a_summary_model_says_which_setting_to_set(client):
     assert "summary_model" in message
     assert status_of(lambda: client.summarize("nobody"))[:2] == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
     assert status_of(lambda: client.summarize("../x"))[0] == grpc.StatusCode.INVALID_ARGUMENT
-    assert not client.get_summary("s").HasField("summary")
+    assert client.get_summary("s").summary is None
 
 
 def test_summarize_then_read_it_back_in_get_summary_and_the_turn_context(make_server, llm_server):
@@ -62,7 +60,7 @@ def test_summarize_then_read_it_back_in_get_summary_and_the_turn_context(make_se
 
         context = client.get_context("s")
         assert [m.content for m in context.window] == ["We deploy on Fridays?", "Never."]  # nothing leaked in
-        assert context.turn_context.role == pb.ROLE_USER
+        assert context.turn_context.role == "user"
         assert context.turn_context.content.startswith("Prior summary:\n```json")
         assert "Do: answer in English" in context.turn_context.content
         assert "We deploy on Fridays?" in llm_server.calls("sum")[0].user
@@ -83,7 +81,7 @@ def test_an_llm_that_is_down_or_refuses_gives_a_clear_status_and_changes_nothing
         client.append("s", [("user", "q"), ("assistant", "a")])
         code, reason, _ = status_of(lambda: client.summarize("s"))
         assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "LLM_UNAVAILABLE")
-        assert not client.get_summary("s").HasField("summary")
+        assert client.get_summary("s").summary is None
     down.terminate()
 
     refusing = make_server(*llm_flags(llm_server.base_url), directory=tmp_path / "other")
@@ -95,7 +93,7 @@ def test_an_llm_that_is_down_or_refuses_gives_a_clear_status_and_changes_nothing
         assert "invalid api key" in message
         code, reason, _ = status_of(lambda: client.summarize("s"))
         assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "LLM_REPLY_UNPARSEABLE")
-        assert not client.get_summary("s").HasField("summary")
+        assert client.get_summary("s").summary is None
 
 
 RICH_SUMMARY = {
@@ -124,12 +122,12 @@ def test_turn_context_keeps_only_what_the_request_needs(make_server, llm_server)
         assert "K3. Do: deploy with Helm" in judged.user and "P1. csv parsing" in judged.user
         assert list(picked.summary.key_decisions) == ["Do: answer in Traditional Chinese", "Don't: use pandas"]
         assert [p.topic for p in picked.summary.past_discussions] == ["csv parsing"]
-        assert not picked.summary.HasField("current_discussion")
+        assert picked.summary.current_discussion is None
         assert "Helm" not in picked.turn_context.content and "csv parsing" in picked.turn_context.content
 
         llm_server.script("judge", '{"key_decisions": [], "past_discussions": [], "current_discussion": false}')
         nothing = client.get_context("s", request_text="what's 2+2?")
-        assert not nothing.HasField("turn_context") and not nothing.HasField("summary")
+        assert nothing.turn_context is None and nothing.summary is None
         assert len(nothing.window) == 2
 
         llm_server.script("judge", error(500, "judge is down"))
@@ -138,7 +136,7 @@ def test_turn_context_keeps_only_what_the_request_needs(make_server, llm_server)
 
         calls_before = len(llm_server.calls("judge"))
         whole = client.get_context("s")
-        assert len(whole.summary.past_discussions) == 3 and whole.summary.HasField("current_discussion")
+        assert len(whole.summary.past_discussions) == 3 and whole.summary.current_discussion is not None
         assert len(llm_server.calls("judge")) == calls_before  # no request text: no judgment
 
 
@@ -149,10 +147,10 @@ def test_the_job_in_the_server_summarizes_on_its_schedule_skipping_temp_sessions
         client.append("temp-scratch", [("user", "temporary"), ("assistant", "gone soon")])
         client.append("zz", [("user", "keep me"), ("assistant", "kept")])
         deadline = time.monotonic() + 60
-        while not client.get_summary("zz").HasField("summary") and time.monotonic() < deadline:
+        while client.get_summary("zz").summary is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert client.get_summary("zz").summary.current_discussion.topic == "keep me"
-        assert not client.get_summary("temp-scratch").HasField("summary")  # sessions go in order: it was passed
+        assert client.get_summary("temp-scratch").summary is None  # sessions go in order: it was passed
         assert [first_message(call.user) for call in llm_server.calls("sum")] == ["keep me"]
 
 
@@ -174,7 +172,7 @@ def test_a_summary_run_waiting_on_the_llm_blocks_no_other_call(make_server, llm_
         # The summary call is in flight on the same session: everything else still answers.
         client.append("s", [("user", "meanwhile")])
         assert [m.content for m in client.get_context("s").window] == ["q", "a", "meanwhile"]
-        assert not client.get_summary("s").HasField("summary")
+        assert client.get_summary("s").summary is None
         client.append("other", [("user", "x")])
         release.set()
         running.join()

@@ -14,8 +14,8 @@ import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from google.protobuf import json_format
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import error_memory_pb2, memory_pb2
+from memsvc_client import MemsvcError
+from memsvc_client.v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
 from tests.support import curl
 from tests.support.certificates import tls_flags
 from tests.support.llm_server import Reply, summary_reply
@@ -52,18 +52,22 @@ def test_every_rpc_answers_json_over_curl_as_grpc_does(make_server, llm_server):
 
     appended = call("MemoryService/Append", {"session_id": "ops", "messages": CONVERSATION})
     assert [m["id"] for m in appended["messages"]] == ["1", "2", "3", "4"]  # uint64 is a JSON string
-    with server.client() as grpc_client:
+    channel = grpc.insecure_channel(server.tcp)
+    memory, errors = memory_pb2_grpc.MemoryServiceStub(channel), error_memory_pb2_grpc.ErrorMemoryServiceStub(channel)
+    with server.client() as grpc_client, channel:
         context = call("MemoryService/GetContext", {"session_id": "ops"})
-        assert context == as_json(grpc_client.get_context("ops"))
+        assert context == as_json(memory.GetContext(memory_pb2.GetContextRequest(session_id="ops")))
         assert [m["content"] for m in context["window"]] == ["And the sandbox?", "The sandbox deploys any day."]
         found = call("MemoryService/Search", {"sessionId": "ops", "query": "fridays", "match": "MATCH_KEYWORD"})
-        assert found == as_json(grpc_client.search("ops", "fridays", match=memory_pb2.MATCH_KEYWORD))
+        assert found == as_json(memory.Search(memory_pb2.SearchRequest(session_id="ops", query="fridays",
+                                                                        match=memory_pb2.MATCH_KEYWORD)))
         assert {hit["message"]["content"] for hit in found["hits"]} >= {"No: never on Fridays."}
         llm_server.script("sum", summary_reply(["Don't: deploy on Fridays"], topic="deploys"))
         summarized = call("MemoryService/Summarize", {"session_id": "ops"})
         assert summarized["count"] == 4 and summarized["summary"]["keyDecisions"] == ["Don't: deploy on Fridays"]
         summary = call("MemoryService/GetSummary", {"session_id": "ops"})
-        assert summary == as_json(grpc_client.get_summary("ops")) and int(summary["cursorUnixNano"]) > 0
+        assert summary == as_json(memory.GetSummary(memory_pb2.GetSummaryRequest(session_id="ops")))
+        assert int(summary["cursorUnixNano"]) > 0
         listed = call("MemoryService/ListSessions", {"session_id_contains": "OP"})
         assert [s["sessionId"] for s in listed["sessions"]] == ["ops"] and listed["sessions"][0]["hasSummary"]
         assert call("MemoryService/Compact", {"session_id": "ops"})["removed"] == 2
@@ -88,7 +92,7 @@ def test_every_rpc_answers_json_over_curl_as_grpc_does(make_server, llm_server):
         searched = call("ErrorMemoryService/SearchErrors", {"query": "CLOUDFLARE"})
         assert [r["id"] for r in searched["records"]] == [lesson["id"]]
         listed = call("ErrorMemoryService/ListErrors", {})
-        assert listed == as_json(grpc_client.list_errors())
+        assert listed == as_json(errors.ListErrors(error_memory_pb2.ListErrorsRequest()))
         expiry = listed["records"][0]["expiresAtUnixNano"]
         updated = call("ErrorMemoryService/UpdateErrorAction", {"id": lesson["id"], "action": "rotate the User-Agent"})
         assert updated["record"]["action"] == "rotate the User-Agent"
@@ -258,7 +262,7 @@ def test_grpc_callers_see_no_difference_with_the_http_listener_open(make_server)
     server = make_server(*http())
     with server.client() as client:
         client.append("s", [("user", "x")])
-        with pytest.raises(MemsvcClientError) as caught:
+        with pytest.raises(MemsvcError) as caught:
             client.get_context("../x")
         assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
         assert caught.value.reason == "INVALID_SESSION_ID"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client import MemsvcError
+from memsvc_client.v1 import memory_pb2 as pb
 from tests.support import ServerProcess
 from tests.support.browser import screenshot
 from tests.support.llm_server import LLMServer
@@ -176,7 +176,7 @@ def test_compact_then_reset_a_session_each_after_confirming(served, page):
 
     def stored_messages() -> int:
         with served.client() as client:
-            listed = client.memory.ListSessions(pb.ListSessionsRequest(session_id_contains="computers"))
+            listed = client.list_sessions(session_id_contains="computers")
         return {s.session_id: s.message_count for s in listed.sessions}["computers"]
 
     stored = stored_messages()
@@ -199,7 +199,7 @@ def test_compact_then_reset_a_session_each_after_confirming(served, page):
     screenshot(page, "07-session-reset")
     with served.client() as client:
         assert not client.get_context("computers").window
-        assert not client.get_summary("computers").HasField("summary")
+        assert client.get_summary("computers").summary is None
         assert not client.search("computers", "computer", match=pb.MATCH_KEYWORD).hits  # the archive too
 
 
@@ -261,7 +261,7 @@ def test_lessons_are_listed_searched_edited_in_place_keeping_their_expiry_and_de
     row.get_by_role("button", name="Edit action").click()
     row.get_by_label("New action").fill("")
     row.get_by_role("button", name="Save").click()
-    with served.client() as client, pytest.raises(MemsvcClientError) as refused:
+    with served.client() as client, pytest.raises(MemsvcError) as refused:
         client.update_error_action(lesson.id, "")
     expect(row.get_by_role("alert")).to_contain_text(refused.value.message)  # the server's own words
     row.get_by_role("button", name="Cancel").click()
@@ -284,7 +284,7 @@ def test_every_error_is_shown_in_the_servers_words(make_server, page):
     server = make_server("--http-listen", "127.0.0.1:0")
     with server.client() as client:
         client.append("plain", [("user", "hello"), ("assistant", "hi")])
-        with pytest.raises(MemsvcClientError) as refused:
+        with pytest.raises(MemsvcError) as refused:
             client.summarize("plain")
     open_dashboard(page, server, "#/sessions/plain")
     page.get_by_role("button", name="Summarize").click()

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memsvc.v1 import error_memory_pb2, memory_pb2
+from memsvc_client.v1 import error_memory_pb2, memory_pb2
 from tests.support import ServerProcess
 
 CANARY = "canary"

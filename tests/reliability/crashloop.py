@@ -23,8 +23,7 @@ from pathlib import Path
 
 import msgspec
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client import MemsvcError
 from tests.support import ServerProcess
 
 KILL_POINTS = (
@@ -59,8 +58,8 @@ def _work(server: ServerProcess, session_id: str, label: str, acked: list[str], 
                 if rng.random() < 0.1:
                     client.compact(session_id)
                 if rng.random() < 0.1:
-                    client.search(session_id, token, match=pb.MATCH_KEYWORD)
-            except MemsvcClientError:
+                    client.search(session_id, token, match="keyword")
+            except MemsvcError:
                 return  # the server died under us: whatever was not acknowledged may be lost
 
 
@@ -102,7 +101,7 @@ def verify(data_dir: Path, acked: dict[str, list[str]], findings: Findings) -> N
                 if ids != sorted(set(ids)):
                     findings.problems.append(f"{session_id}: window ids not increasing: {ids}")
                 for token in tokens:
-                    hits = client.search(session_id, token, match=pb.MATCH_KEYWORD, limit=32).hits
+                    hits = client.search(session_id, token, match="keyword", limit=32).hits
                     found = [h for h in hits if token in h.message.content.split()]
                     if len(found) != 1:
                         findings.problems.append(f"{session_id}: {token} found {len(found)} times")

@@ -26,8 +26,7 @@ from typing import Any
 import grpc
 import msgspec
 
-from memsvc.client import Client, MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client import Client, MemsvcError
 from tests.support import ServerProcess
 
 SHARED = "shared"
@@ -60,9 +59,9 @@ def _call(client: Client, kind: str, session_id: str, text: str, rng: random.Ran
     if kind == "append":
         return client.append(session_id, [("user", text), ("assistant", "noted")])
     if kind == "keyword":
-        return client.search(session_id, rng.choice(KEYWORDS), match=pb.MATCH_KEYWORD)
+        return client.search(session_id, rng.choice(KEYWORDS), match="keyword")
     if kind == "semantic":
-        return client.search(session_id, rng.choice(TOPICS), match=pb.MATCH_SEMANTIC)
+        return client.search(session_id, rng.choice(TOPICS), match="semantic")
     if kind == "context":
         return client.get_context(session_id)
     return client.compact(session_id)
@@ -83,7 +82,7 @@ def _client(server: ServerProcess, number: int, stop: threading.Event, samples: 
             started = time.perf_counter()
             try:
                 reply = _call(client, kind, session_id, text, rng)
-            except MemsvcClientError as error:
+            except MemsvcError as error:
                 with lock:
                     errors[f"{kind}:{error.code.name}"] += 1
                 continue

@@ -8,8 +8,7 @@ import grpc
 import msgspec
 import pytest
 
-from memsvc.client import MemsvcClientError
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client import MemsvcError
 
 
 def failing(make_server, spec: str, *args: str):
@@ -28,7 +27,7 @@ def test_a_disk_full_append_is_refused_changes_nothing_and_the_next_one_works(ma
         client.append("s", [("user", "kept")])
         history = server.data_dir / "sessions/s/history.json"
         before = history.read_bytes()
-        with pytest.raises(MemsvcClientError) as caught:
+        with pytest.raises(MemsvcError) as caught:
             client.append("s", [("user", "refused")])
         assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "DISK_FULL")
         assert "free space" in caught.value.message
@@ -42,7 +41,7 @@ def test_a_disk_full_append_is_refused_changes_nothing_and_the_next_one_works(ma
 
 def test_an_io_error_is_unavailable(make_server):
     server = failing(make_server, "durable.write_at.written=eio@1")
-    with server.client() as client, pytest.raises(MemsvcClientError) as caught:
+    with server.client() as client, pytest.raises(MemsvcError) as caught:
         client.append("s", [("user", "x")])
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_ERROR")
 
@@ -55,7 +54,7 @@ def test_kill_inside_an_append_keeps_every_acknowledged_one(make_server, point):
         for index in range(10):
             try:
                 client.append("s", [("user", f"m{index}"), ("assistant", f"r{index}")])
-            except MemsvcClientError:
+            except MemsvcError:
                 break
             acknowledged.append(f"m{index}")
     assert acknowledged == [f"m{index}" for index in range(5)]
@@ -77,7 +76,7 @@ def test_kill_inside_a_compaction_loses_nothing(make_server, point):
     with server.client() as client:
         for index in range(6):
             client.append("s", [("user", f"k{index}x"), ("assistant", "ok")])
-        with pytest.raises(MemsvcClientError):
+        with pytest.raises(MemsvcError):
             client.compact("s")
     server.process.wait()
     server.env.pop("MEMSVC_FAILPOINTS")
@@ -85,7 +84,7 @@ def test_kill_inside_a_compaction_loses_nothing(make_server, point):
     with server.client() as client:
         client.compact("s")
         for index in range(6):
-            hits = client.search("s", f"k{index}x", match=pb.MATCH_KEYWORD).hits
+            hits = client.search("s", f"k{index}x", match="keyword").hits
             assert [h.message.content for h in hits] == [f"k{index}x"], index
     assert not list((server.data_dir / "sessions/s").glob(".*.tmp"))
 
@@ -97,7 +96,7 @@ def test_archive_commit_failures_are_retried_without_loss(make_server):
             client.append("s", [("user", f"a{index}x"), ("assistant", "ok")])
         assert client.compact("s", timeout=30).removed == 6
         for index in range(4):
-            assert len(client.search("s", f"a{index}x", match=pb.MATCH_KEYWORD).hits) == 1
+            assert len(client.search("s", f"a{index}x", match="keyword").hits) == 1
 
 
 @pytest.fixture
@@ -128,7 +127,7 @@ def test_a_really_full_disk_refuses_appends_and_recovers_when_space_returns(make
         for index in range(20):
             try:
                 client.append("s", [("user", f"big {index} " + "x" * 200_000)])
-            except MemsvcClientError as error:
+            except MemsvcError as error:
                 assert (error.code, error.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "DISK_FULL")
                 refused += 1
         assert refused > 0
@@ -156,7 +155,7 @@ def test_a_hung_embedding_endpoint_blocks_no_append_or_read(make_server):
             for index in range(5):
                 client.append("s", [("user", f"slow{index}x question"), ("assistant", "answer")])
             assert len(client.get_context("s").window) == 10
-            assert len(client.search("s", "slow3x", match=pb.MATCH_KEYWORD).hits) == 1
+            assert len(client.search("s", "slow3x", match="keyword").hits) == 1
             assert client.compact("s").removed == 0
         endpoint.delay = 0.0
         server.kill()  # do not wait for the hung requests to drain

@@ -13,9 +13,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memsvc.v1 import error_memory_pb2 as epb
-from memsvc.v1 import error_memory_pb2_grpc, memory_pb2_grpc
-from memsvc.v1 import memory_pb2 as pb
+from memsvc_client.v1 import error_memory_pb2 as epb
+from memsvc_client.v1 import error_memory_pb2_grpc, memory_pb2_grpc
+from memsvc_client.v1 import memory_pb2 as pb
 from tests.support import ServerProcess
 
 DOCUMENTED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,

@@ -9,7 +9,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from memsvc.client import MemsvcClientError
+from memsvc_client import MemsvcError
 
 TOKEN = "s3cret-token-0123456789abcdef"
 
@@ -27,7 +27,7 @@ def guarded(make_server, token_file):
 
 
 def refusal(call) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         call()
     assert caught.value.message
     return caught.value.code, caught.value.reason
@@ -96,7 +96,7 @@ def test_the_token_never_reaches_the_log(make_server, token_file):
     server = make_server("--token-file", str(token_file), "--log-level", "debug")
     with server.client(token=TOKEN) as member, server.client(token=TOKEN + "-guess") as impostor:
         member.append("s", [("user", "hello")])
-        with pytest.raises(MemsvcClientError):
+        with pytest.raises(MemsvcError):
             impostor.append("s", [("user", "hello")])
     assert server.terminate() == 0
     serving = next(json.loads(line) for line in server.log_lines if '"serving"' in line)

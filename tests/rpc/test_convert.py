@@ -10,8 +10,8 @@ from memsvc.core.records import ROLES, Record
 from memsvc.rpc import convert
 from memsvc.search.query import Hit
 from memsvc.summary.rolling import CurrentDiscussion, PastDiscussion, Summary
-from memsvc.v1 import memory_pb2 as pb
 from memsvc.window.lifecycle import Deleted
+from memsvc_client.v1 import memory_pb2 as pb
 
 
 def test_every_domain_role_has_a_wire_role_and_back():

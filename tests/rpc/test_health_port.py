@@ -16,7 +16,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc.client import Client, MemsvcClientError
+from memsvc_client import Client, MemsvcError
 from tests.support import ROOT
 
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
@@ -91,7 +91,7 @@ def test_the_health_port_serves_health_and_nothing_else(make_server):
     assert server.health and server.health != server.tcp
     with grpc.insecure_channel(server.health) as probes:
         assert check(probes) == SERVING
-    with Client(server.health) as wrong_port, pytest.raises(MemsvcClientError) as caught:
+    with Client(server.health) as wrong_port, pytest.raises(MemsvcError) as caught:
         wrong_port.append("s", [("user", "not here")])
     assert caught.value.code == grpc.StatusCode.UNIMPLEMENTED
     assert not (server.data_dir / "sessions/s").exists()

@@ -6,8 +6,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from memsvc.client import MemsvcClientError
 from memsvc.runtime import metrics
+from memsvc_client import MemsvcError
 
 TOKEN = "metrics-test-token"
 
@@ -41,11 +41,11 @@ def test_rpc_counters_and_latency_move_with_real_calls(make_server, tmp_path):
         for index in range(3):
             client.append(f"s{index % 2}", [("user", f"hello {index}")])
         client.get_context("s0")
-        with pytest.raises(MemsvcClientError):
+        with pytest.raises(MemsvcError):
             client.append("../escape", [("user", "x")])
-        with pytest.raises(MemsvcClientError):
+        with pytest.raises(MemsvcError):
             client.get_summary("nobody")
-        with pytest.raises(MemsvcClientError):
+        with pytest.raises(MemsvcError):
             stranger.append("s0", [("user", "no token")])
         client.record_error("web_fetch", "HTTP 403", "send a User-Agent")
     after = scrape(server)

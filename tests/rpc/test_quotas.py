@@ -7,7 +7,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc.client import MemsvcClientError
+from memsvc_client import MemsvcError
 
 
 def stored_sessions(server) -> list[str]:
@@ -15,7 +15,7 @@ def stored_sessions(server) -> list[str]:
 
 
 def quota_refusal(client, session_id: str) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         client.append(session_id, [("user", "one too many")])
     return caught.value.code, caught.value.reason
 
@@ -60,7 +60,7 @@ def test_concurrent_creations_never_exceed_the_session_quota(make_server):
             try:
                 client.append(f"s{index}", [("user", "hello")])
                 return "OK"
-            except MemsvcClientError as error:
+            except MemsvcError as error:
                 return error.reason
         outcomes = list(pool.map(create, range(24)))
     assert sorted(set(outcomes)) == ["OK", "SESSION_QUOTA_EXCEEDED"]
@@ -71,7 +71,7 @@ def test_too_many_messages_in_one_append_is_refused_whole(make_server):
     server = make_server("--max-messages-per-request", "3")
     with server.client() as client:
         client.append("s", [("user", "a"), ("assistant", "b"), ("user", "c")])
-        with pytest.raises(MemsvcClientError) as caught:
+        with pytest.raises(MemsvcError) as caught:
             client.append("s", [("user", str(index)) for index in range(4)])
         assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "TOO_MANY_MESSAGES")
         assert [m.content for m in client.get_context("s").window] == ["a", "b", "c"]
@@ -97,7 +97,7 @@ def test_calls_past_max_concurrent_rpcs_are_shed_not_queued(make_server):
             try:
                 client.append(f"s{index}", [("user", "while full")])
                 return grpc.StatusCode.OK
-            except MemsvcClientError as error:
+            except MemsvcError as error:
                 return error.code
         assert set(pool.map(append, range(32))) == {grpc.StatusCode.RESOURCE_EXHAUSTED}
         assert stored_sessions(server) == []
@@ -127,7 +127,7 @@ def test_a_burst_past_the_limit_gets_only_ok_or_resource_exhausted_and_loses_not
             try:
                 client.append("burst", [("user", f"m{index}")])
                 return f"m{index}", grpc.StatusCode.OK
-            except MemsvcClientError as error:
+            except MemsvcError as error:
                 return f"m{index}", error.code
         outcomes = list(pool.map(append, range(200)))
         for stream in held:

@@ -9,12 +9,12 @@ import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc.client import MemsvcClientError
+from memsvc_client import MemsvcError
 from tests.support.certificates import Authority, tls_flags
 
 
 def refused(client) -> grpc.StatusCode:
-    with pytest.raises(MemsvcClientError) as caught:
+    with pytest.raises(MemsvcError) as caught:
         client.append("s", [("user", "should not land")], timeout=5)
     return caught.value.code
 

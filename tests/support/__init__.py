@@ -18,13 +18,13 @@ from typing import TypeVar
 import grpc
 import pytest
 
-from memsvc.client import Client, MemsvcClientError
 from memsvc.core import config
 from memsvc.core.records import Record
 from memsvc.summary import llm, rolling
 from memsvc.summary.decisions import Judge
 from memsvc.summary.summarizer import Summarizer
 from memsvc.window.sessions import NewMessage, Sessions
+from memsvc_client import Client, MemsvcError
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -121,7 +121,7 @@ def kill_during_burst(server: ServerProcess, write: Callable[[Client, int, int],
             while not stop.is_set():
                 try:
                     acknowledged.append(write(client, worker, sequence))
-                except MemsvcClientError as error:
+                except MemsvcError as error:
                     if error.code != grpc.StatusCode.UNAVAILABLE:
                         failures.append(error)
                     return

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memsvc.v1 import memory_pb2 as pb
 from memsvc.window import legacy
 
 
@@ -66,7 +65,7 @@ def test_import_then_serve(tmp_path, data_dir, make_server):
         client.append("alpha", [("user", "next")])
         client.append("alpha", [("assistant", "ok")])
         assert client.compact("alpha").removed == 0  # the window (16) holds everything
-        hits = client.search("alpha", "沙盒", match=pb.MATCH_KEYWORD).hits
+        hits = client.search("alpha", "沙盒", match="keyword").hits
         assert sorted(h.message.id for h in hits) == [1, 2]
         assert client.get_context("beta").window[0].send_at_unix_nano > 0
     assert (data_dir / "sessions/alpha/.summary_cursor").read_text() == "2025-02-03 09:10:11"
@@ -79,8 +78,8 @@ def test_archive_holds_imported_messages_once_compacted(tmp_path, data_dir, make
     with server.client() as client:
         client.append("alpha", [("assistant", "closing the pair")])
         assert client.compact("alpha").removed == 2  # the cut stays after an assistant message
-        hits = client.search("alpha", "沙盒", match=pb.MATCH_KEYWORD).hits
-        assert {(h.message.id, h.source) for h in hits} == {(1, pb.SOURCE_ARCHIVE), (2, pb.SOURCE_ARCHIVE)}
+        hits = client.search("alpha", "沙盒", match="keyword").hits
+        assert {(h.message.id, h.source) for h in hits} == {(1, "archive"), (2, "archive")}
 
 
 def test_second_import_skips_existing_sessions_and_a_running_server_blocks_it(tmp_path, data_dir, make_server):

@@ -69,6 +69,10 @@ var runners = map[string]runner{
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.Compact(ctx, r.(*memsvcv1.CompactRequest))
 		}),
+	"Summarize": rpc(func() proto.Message { return &memsvcv1.SummarizeRequest{} },
+		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
+			return c.Summarize(ctx, r.(*memsvcv1.SummarizeRequest))
+		}),
 	"GetSummary": rpc(func() proto.Message { return &memsvcv1.GetSummaryRequest{} },
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.GetSummary(ctx, r.(*memsvcv1.GetSummaryRequest))

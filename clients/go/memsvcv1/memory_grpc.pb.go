@@ -30,7 +30,8 @@ type MemoryServiceClient interface {
 	// archive), keeping the window and cutting only after an assistant message.
 	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
 	// Summarize folds the messages newer than the summary cursor into the
-	// rolling summary now.
+	// rolling summary now. Not retried by clients: each attempt may cost an
+	// LLM call, and the server already retries the LLM itself.
 	Summarize(ctx context.Context, in *SummarizeRequest, opts ...grpc.CallOption) (*SummarizeResponse, error)
 	// GetSummary returns the stored rolling summary and its cursor.
 	GetSummary(ctx context.Context, in *GetSummaryRequest, opts ...grpc.CallOption) (*GetSummaryResponse, error)
@@ -149,7 +150,8 @@ type MemoryServiceServer interface {
 	// archive), keeping the window and cutting only after an assistant message.
 	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
 	// Summarize folds the messages newer than the summary cursor into the
-	// rolling summary now.
+	// rolling summary now. Not retried by clients: each attempt may cost an
+	// LLM call, and the server already retries the LLM itself.
 	Summarize(context.Context, *SummarizeRequest) (*SummarizeResponse, error)
 	// GetSummary returns the stored rolling summary and its cursor.
 	GetSummary(context.Context, *GetSummaryRequest) (*GetSummaryResponse, error)

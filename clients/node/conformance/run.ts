@@ -11,7 +11,7 @@ import {
   AppendRequestSchema, AppendResponseSchema, CompactRequestSchema, CompactResponseSchema, GetContextRequestSchema,
   GetContextResponseSchema, GetSummaryRequestSchema, GetSummaryResponseSchema, MemsvcClient, MemsvcError,
   RemoveSessionRequestSchema, RemoveSessionResponseSchema, ResetRequestSchema, ResetResponseSchema,
-  SearchRequestSchema, SearchResponseSchema,
+  SearchRequestSchema, SearchResponseSchema, SummarizeRequestSchema, SummarizeResponseSchema,
 } from "../src/index.js";
 
 interface Step {
@@ -37,6 +37,7 @@ const RUNNERS: Record<string, Runner> = {
     return client.search(sessionId, query, options);
   }),
   Compact: rpc(CompactRequestSchema, CompactResponseSchema, (client, r) => client.compact(r.sessionId)),
+  Summarize: rpc(SummarizeRequestSchema, SummarizeResponseSchema, (client, r) => client.summarize(r.sessionId)),
   GetSummary: rpc(GetSummaryRequestSchema, GetSummaryResponseSchema, (client, r) => client.getSummary(r.sessionId)),
   Reset: rpc(ResetRequestSchema, ResetResponseSchema, (client, r) => client.reset(r.sessionId, r.mode)),
   RemoveSession: rpc(RemoveSessionRequestSchema, RemoveSessionResponseSchema,

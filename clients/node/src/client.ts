@@ -1,13 +1,16 @@
 /**
  * MemsvcClient: a thin, typed client over the generated Connect stubs, one
  * method per RPC. Owns the connection (TCP or unix socket), the default
- * deadline, the bearer token and turning failures into MemsvcError. Must
- * never hold memory logic or retry on its own: see README for what is safe
- * to retry.
+ * deadline, the bearer token, the `memsvc-session` header of per-session RPCs,
+ * plain arguments (enum names such as "keyword"), retries where the contract
+ * allows them and turning failures into MemsvcError subclasses. Must never
+ * hold memory logic.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type CallOptions, type Client, createClient, type Interceptor } from "@connectrpc/connect";
+import { type CallOptions, type Client, createClient, createContextValues, type Interceptor }
+  from "@connectrpc/connect";
 import { createGrpcTransport, type Http2SessionManager } from "@connectrpc/connect-node";
+import { type Name, named } from "./convert.js";
 import { MemsvcError } from "./errors.js";
 import {
   type DeleteErrorResponse,
@@ -16,11 +19,13 @@ import {
   type LookupErrorsResponse,
   Outcome,
   type RecordErrorRequest,
+  RecordErrorRequestSchema,
   type RecordErrorResponse,
   type SearchErrorsResponse,
   type UpdateErrorActionResponse,
 } from "./gen/memsvc/v1/error_memory_pb.js";
 import {
+  AppendRequestSchema,
   type AppendResponse,
   type CompactResponse,
   type GetContextResponse,
@@ -30,13 +35,21 @@ import {
   type MessageSchema,
   type RemoveSessionResponse,
   ResetMode,
+  ResetRequestSchema,
   type ResetResponse,
   Role,
   type SearchRequest,
+  SearchRequestSchema,
   type SearchResponse,
   type SummarizeResponse,
+  TimeRange,
+  Match,
 } from "./gen/memsvc/v1/memory_pb.js";
+import { DEFAULT_RETRY, RETRY, type RetryPolicy, retrying } from "./retry.js";
 import { parseTarget, sessionManager, type TlsOptions } from "./target.js";
+
+/** The request header naming the session a per-session RPC acts on: a proxy in front of shards routes by it. */
+export const SESSION_METADATA = "memsvc-session";
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 
@@ -47,37 +60,53 @@ export interface ClientOptions {
   token?: string;
   /** TLS to a TCP target: `true` trusts the system's CAs; or the server's CA and, for mTLS, a client cert and key. */
   tls?: boolean | TlsOptions;
+  /** Retries after UNAVAILABLE for the RPCs the contract marks safe; `false` turns them off. */
+  retry?: RetryPolicy | false;
 }
 
-/** Per-call options: a deadline overriding the default, and an AbortSignal to cancel. */
+/** Per-call options: a deadline (all attempts included), an AbortSignal to cancel, and `retry`
+ * to override the contract's word on retrying this call. */
 export interface Call {
   timeoutMs?: number;
   signal?: AbortSignal;
+  retry?: boolean;
 }
 
-/** A message to append: `["user", "hello"]`, or a Message init with any field set. */
-export type MessageLike = readonly ["user" | "assistant", string] | MessageInitShape<typeof MessageSchema>;
+/** A message to append: `["user", "hello"]`, or a Message init whose role may be a name. */
+export type MessageLike = readonly [Name<typeof Role>, string] |
+  (Omit<MessageInitShape<typeof MessageSchema>, "role"> & { role?: Role | Name<typeof Role> });
 
 /** The optional fields of a request, for requests made of scalars only. */
 type Fields<M, Positional extends keyof M> = Partial<Omit<M, "$typeName" | "$unknown" | Positional>>;
-type SearchOptions = Call & Fields<SearchRequest, "sessionId" | "query">;
-type RecordErrorOptions = Call & Fields<RecordErrorRequest, "toolName" | "symptom" | "action">;
+type SearchOptions = Call & Omit<Fields<SearchRequest, "sessionId" | "query">, "match" | "timeRange"> &
+  { match?: Match | Name<typeof Match>; timeRange?: TimeRange | Name<typeof TimeRange> };
+type RecordErrorOptions = Call & Omit<Fields<RecordErrorRequest, "toolName" | "symptom" | "action">, "outcome"> &
+  { outcome?: Outcome | Name<typeof Outcome> };
 
-const ROLES = { user: Role.USER, assistant: Role.ASSISTANT } as const;
-
-function toMessage(item: MessageLike): MessageInitShape<typeof MessageSchema> {
+function toMessage(item: MessageLike): Record<string, unknown> {
   if (Array.isArray(item)) {
-    const [role, content] = item as readonly ["user" | "assistant", string];
-    return { role: ROLES[role], content };
+    const [role, content] = item as readonly [string, string];
+    return { role, content };
   }
-  return item as MessageInitShape<typeof MessageSchema>;
+  return item as Record<string, unknown>;
 }
 
 /** Splits per-call options from request fields given in the same object. */
-function split<T extends Call>(options: T): [CallOptions, Omit<T, keyof Call>] {
-  const { timeoutMs, signal, ...fields } = options;
-  return [{ timeoutMs, signal }, fields];
+function split<T extends Call>(options: T): [Call, Omit<T, keyof Call>] {
+  const { timeoutMs, signal, retry, ...fields } = options;
+  return [{ timeoutMs, signal, retry }, fields];
 }
+
+/** Names the session of every MemoryService RPC whose request has a session_id. */
+const sessionHeader: Interceptor = (next) => (request) => {
+  const sessionId = (request.message as { sessionId?: unknown }).sessionId;
+  if (!request.stream && request.service.typeName === MemoryService.typeName &&
+    request.method.input.fields.some((field) => field.name === "session_id") &&
+    typeof sessionId === "string" && /^[\x20-\x7e]+$/.test(sessionId)) {
+    request.header.set(SESSION_METADATA, sessionId);
+  }
+  return next(request);
+};
 
 export class MemsvcClient {
   /** The generated MemoryService client, for anything the wrapper does not cover. */
@@ -90,7 +119,10 @@ export class MemsvcClient {
     const tls = options.tls === true ? {} : options.tls || undefined;
     const endpoint = parseTarget(target, tls !== undefined);
     this.sessions = sessionManager(endpoint, tls);
-    const interceptors: Interceptor[] = [];
+    const interceptors: Interceptor[] = [sessionHeader];
+    if (options.retry !== false) {
+      interceptors.push(retrying(options.retry ?? DEFAULT_RETRY));
+    }
     if (options.token) {
       const authorization = `Bearer ${options.token}`;
       interceptors.push((next) => (request) => {
@@ -113,9 +145,10 @@ export class MemsvcClient {
     this.sessions.abort();
   }
 
-  private async call<T>(invoke: (options: CallOptions) => Promise<T>, options: CallOptions): Promise<T> {
+  private async call<T>(invoke: (options: CallOptions) => Promise<T>, options: Call): Promise<T> {
+    const { timeoutMs, signal, retry } = options;
     try {
-      return await invoke(options);
+      return await invoke({ timeoutMs, signal, contextValues: createContextValues().set(RETRY, retry) });
     } catch (error) {
       throw MemsvcError.from(error);
     }
@@ -123,10 +156,10 @@ export class MemsvcClient {
 
   // -- MemoryService ---------------------------------------------------------
 
-  append(sessionId: string, messages: readonly MessageLike[],
+  async append(sessionId: string, messages: readonly MessageLike[],
     options: Call & { idempotencyKey?: string } = {}): Promise<AppendResponse> {
     const [call, { idempotencyKey }] = split(options);
-    const request = { sessionId, messages: messages.map(toMessage), idempotencyKey };
+    const request = named(AppendRequestSchema, { sessionId, messages: messages.map(toMessage), idempotencyKey });
     return this.call((o) => this.memory.append(request, o), call);
   }
 
@@ -135,15 +168,17 @@ export class MemsvcClient {
     return this.call((o) => this.memory.getContext({ sessionId, requestText }, o), call);
   }
 
-  search(sessionId: string, query: string, options: SearchOptions = {}): Promise<SearchResponse> {
+  async search(sessionId: string, query: string, options: SearchOptions = {}): Promise<SearchResponse> {
     const [call, fields] = split(options);
-    return this.call((o) => this.memory.search({ ...fields, sessionId, query }, o), call);
+    const request = named(SearchRequestSchema, { ...fields, sessionId, query });
+    return this.call((o) => this.memory.search(request, o), call);
   }
 
   compact(sessionId: string, options: Call = {}): Promise<CompactResponse> {
     return this.call((o) => this.memory.compact({ sessionId }, o), options);
   }
 
+  /** Not retried unless `retry: true`: each attempt may cost an LLM call. */
   summarize(sessionId: string, options: Call = {}): Promise<SummarizeResponse> {
     return this.call((o) => this.memory.summarize({ sessionId }, o), options);
   }
@@ -152,8 +187,10 @@ export class MemsvcClient {
     return this.call((o) => this.memory.getSummary({ sessionId }, o), options);
   }
 
-  reset(sessionId: string, mode: ResetMode = ResetMode.SUMMARY, options: Call = {}): Promise<ResetResponse> {
-    return this.call((o) => this.memory.reset({ sessionId, mode }, o), options);
+  async reset(sessionId: string, mode: ResetMode | Name<typeof ResetMode> = ResetMode.SUMMARY,
+    options: Call = {}): Promise<ResetResponse> {
+    const request = named(ResetRequestSchema, { sessionId, mode });
+    return this.call((o) => this.memory.reset(request, o), options);
   }
 
   removeSession(sessionId: string, options: Call = {}): Promise<RemoveSessionResponse> {
@@ -167,10 +204,11 @@ export class MemsvcClient {
 
   // -- ErrorMemoryService ----------------------------------------------------
 
-  recordError(toolName: string, symptom: string, action: string,
+  async recordError(toolName: string, symptom: string, action: string,
     options: RecordErrorOptions = {}): Promise<RecordErrorResponse> {
     const [call, fields] = split(options);
-    const request = { outcome: Outcome.RESOLVED, ...fields, toolName, symptom, action };
+    const request = named(RecordErrorRequestSchema,
+      { outcome: Outcome.RESOLVED, ...fields, toolName, symptom, action });
     return this.call((o) => this.errors.recordError(request, o), call);
   }
 

@@ -82,3 +82,35 @@ function stop(child: ChildProcess): Promise<void> {
     child.kill("SIGTERM");
   });
 }
+
+export interface Proxy {
+  target: string;
+  /** Stops the proxy and returns the calls it saw, in order. */
+  stop(): Promise<{ method: string; metadata: Record<string, string> }[]>;
+}
+
+/**
+ * Starts the repo's recording gRPC proxy (tests/support/grpc_proxy.py) in front of `upstream`;
+ * each `fail` is METHOD=CODE:TIMES, answered by the proxy instead of forwarded.
+ */
+export async function startProxy(upstream: string, ...fail: string[]): Promise<Proxy> {
+  const child = spawn(PYTHON, ["-m", "tests.support.grpc_proxy", upstream, ...fail.flatMap((rule) => ["--fail", rule])],
+    { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, GRPC_VERBOSITY: "ERROR" } });
+  const lines: string[] = [];
+  const target = await new Promise<string>((resolvePromise, reject) => {
+    child.once("exit", (code) => reject(new Error(`proxy exited with ${code}`)));
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      lines.push(line);
+      const entry = parse(line);
+      if (entry?.event === "serving") resolvePromise(entry.target as string);
+    });
+  });
+  return {
+    target,
+    stop: async () => {
+      await stop(child);
+      return lines.map(parse).filter((entry) => entry?.method !== undefined) as
+        { method: string; metadata: Record<string, string> }[];
+    },
+  };
+}

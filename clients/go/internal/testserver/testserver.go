@@ -47,15 +47,22 @@ func RepoRoot() (string, error) {
 	return "", fmt.Errorf("no memsvc checkout above %s; set MEMSVC_ROOT", real)
 }
 
+// interpreter is the checkout and the Python that runs memsvc there: $MEMSVC_PYTHON, or its .venv's.
+func interpreter() (root, python string, err error) {
+	if root, err = RepoRoot(); err != nil {
+		return "", "", err
+	}
+	if python = os.Getenv("MEMSVC_PYTHON"); python == "" {
+		python = filepath.Join(root, ".venv", "bin", "python")
+	}
+	return root, python, nil
+}
+
 // Start runs the server and waits for its "serving" log line.
 func Start(args ...string) (*Server, error) {
-	root, err := RepoRoot()
+	root, python, err := interpreter()
 	if err != nil {
 		return nil, err
-	}
-	python := os.Getenv("MEMSVC_PYTHON")
-	if python == "" {
-		python = filepath.Join(root, ".venv", "bin", "python")
 	}
 	directory, err := ioutil.TempDir("", "memsvc-go-")
 	if err != nil {
@@ -119,4 +126,79 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	_ = s.cmd.Wait()
 	os.RemoveAll(s.directory)
+}
+
+// Call is one call the recording proxy saw.
+type Call struct {
+	Method   string            `json:"method"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+// Proxy is the repo's recording gRPC proxy (tests/support/grpc_proxy.py) in front of a server.
+type Proxy struct {
+	Target string
+	cmd    *exec.Cmd
+	lines  chan string
+}
+
+// StartProxy runs the proxy in front of upstream; each fail rule is METHOD=CODE:TIMES, answered
+// by the proxy instead of forwarded.
+func StartProxy(upstream string, fail ...string) (*Proxy, error) {
+	root, python, err := interpreter()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-m", "tests.support.grpc_proxy", upstream}
+	for _, rule := range fail {
+		args = append(args, "--fail", rule)
+	}
+	cmd := exec.Command(python, args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GRPC_VERBOSITY=ERROR")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	proxy := &Proxy{cmd: cmd, lines: make(chan string, 1024)}
+	go func() {
+		defer close(proxy.lines)
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			proxy.lines <- lines.Text()
+		}
+	}()
+	select {
+	case line, ok := <-proxy.lines:
+		var entry struct {
+			Target string `json:"target"`
+		}
+		if !ok || json.Unmarshal([]byte(line), &entry) != nil || entry.Target == "" {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("the proxy did not start: %q", line)
+		}
+		proxy.Target = entry.Target
+		return proxy, nil
+	case <-time.After(startTimeout):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("the proxy did not start in %s", startTimeout)
+	}
+}
+
+// Stop stops the proxy and returns the calls it saw, in order.
+func (p *Proxy) Stop() ([]Call, error) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	var calls []Call
+	for line := range p.lines {
+		var call Call
+		if err := json.Unmarshal([]byte(line), &call); err != nil {
+			return nil, err
+		}
+		calls = append(calls, call)
+	}
+	return calls, p.cmd.Wait()
 }

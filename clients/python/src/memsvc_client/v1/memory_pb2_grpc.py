@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from memsvc.v1 import memory_pb2 as memsvc_dot_v1_dot_memory__pb2
+from memsvc_client.v1 import memory_pb2 as memsvc_dot_v1_dot_memory__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -29,6 +29,15 @@ class MemoryServiceStub:
     """MemoryService holds the per-session conversation memory: the context
     window with its rolling summary, semantic search over recent messages and
     the full-text archive of every message.
+
+    Every RPC whose request names a session_id acts on that session alone:
+    clients send the same id as the request metadata "memsvc-session", so a
+    proxy in front of several servers can route by it.
+
+    idempotency_level tells clients which RPCs they may retry (after
+    UNAVAILABLE, with backoff): NO_SIDE_EFFECTS reads and IDEMPOTENT writes,
+    whose repetition changes nothing more. The others are retried only where
+    their comment says so.
     """
 
     def __init__(self, channel):
@@ -88,6 +97,15 @@ class MemoryServiceServicer:
     """MemoryService holds the per-session conversation memory: the context
     window with its rolling summary, semantic search over recent messages and
     the full-text archive of every message.
+
+    Every RPC whose request names a session_id acts on that session alone:
+    clients send the same id as the request metadata "memsvc-session", so a
+    proxy in front of several servers can route by it.
+
+    idempotency_level tells clients which RPCs they may retry (after
+    UNAVAILABLE, with backoff): NO_SIDE_EFFECTS reads and IDEMPOTENT writes,
+    whose repetition changes nothing more. The others are retried only where
+    their comment says so.
     """
 
     def Append(self, request, context):
@@ -124,7 +142,8 @@ class MemoryServiceServicer:
 
     def Summarize(self, request, context):
         """Summarize folds the messages newer than the summary cursor into the
-        rolling summary now.
+        rolling summary now. Not retried by clients: each attempt may cost an
+        LLM call, and the server already retries the LLM itself.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -219,6 +238,15 @@ class MemoryService:
     """MemoryService holds the per-session conversation memory: the context
     window with its rolling summary, semantic search over recent messages and
     the full-text archive of every message.
+
+    Every RPC whose request names a session_id acts on that session alone:
+    clients send the same id as the request metadata "memsvc-session", so a
+    proxy in front of several servers can route by it.
+
+    idempotency_level tells clients which RPCs they may retry (after
+    UNAVAILABLE, with backoff): NO_SIDE_EFFECTS reads and IDEMPOTENT writes,
+    whose repetition changes nothing more. The others are retried only where
+    their comment says so.
     """
 
     @staticmethod

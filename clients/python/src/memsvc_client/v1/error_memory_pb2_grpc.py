@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from memsvc.v1 import error_memory_pb2 as memsvc_dot_v1_dot_error__memory__pb2
+from memsvc_client.v1 import error_memory_pb2 as memsvc_dot_v1_dot_error__memory__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -28,7 +28,9 @@ if _version_not_supported:
 class ErrorMemoryServiceStub:
     """ErrorMemoryService keeps lessons from tool failures, shared by all
     sessions: the symptom of a failed tool call and the action that fixed it.
-    A lesson expires error_ttl_days (90) after its last hit.
+    A lesson expires error_ttl_days (90) after its last hit. Every RPC may be
+    retried (see MemoryService): RecordError refreshes the lesson it stored,
+    and a retried DeleteError that had happened answers NOT_FOUND.
     """
 
     def __init__(self, channel):
@@ -72,7 +74,9 @@ class ErrorMemoryServiceStub:
 class ErrorMemoryServiceServicer:
     """ErrorMemoryService keeps lessons from tool failures, shared by all
     sessions: the symptom of a failed tool call and the action that fixed it.
-    A lesson expires error_ttl_days (90) after its last hit.
+    A lesson expires error_ttl_days (90) after its last hit. Every RPC may be
+    retried (see MemoryService): RecordError refreshes the lesson it stored,
+    and a retried DeleteError that had happened answers NOT_FOUND.
     """
 
     def RecordError(self, request, context):
@@ -164,7 +168,9 @@ def add_ErrorMemoryServiceServicer_to_server(servicer, server):
 class ErrorMemoryService:
     """ErrorMemoryService keeps lessons from tool failures, shared by all
     sessions: the symptom of a failed tool call and the action that fixed it.
-    A lesson expires error_ttl_days (90) after its last hit.
+    A lesson expires error_ttl_days (90) after its last hit. Every RPC may be
+    retried (see MemoryService): RecordError refreshes the lesson it stored,
+    and a retried DeleteError that had happened answers NOT_FOUND.
     """
 
     @staticmethod

@@ -1,0 +1,115 @@
+package memsvc_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	memsvc "memsvc.dev/clients/go"
+	"memsvc.dev/clients/go/internal/testserver"
+	"memsvc.dev/clients/go/memsvcv1"
+)
+
+var quick = memsvc.RetryPolicy{Attempts: 4, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+	Multiplier: 2}
+
+func TestEnumNames(t *testing.T) {
+	match, err := memsvc.Named[memsvcv1.Match]("keyword")
+	if err != nil || match != memsvcv1.Match_MATCH_KEYWORD {
+		t.Fatalf("keyword: %v %v", match, err)
+	}
+	if mode, _ := memsvc.Named[memsvcv1.ResetMode]("ALL"); mode != memsvcv1.ResetMode_RESET_MODE_ALL {
+		t.Fatalf("ALL: %v", mode)
+	}
+	if week, _ := memsvc.Named[memsvcv1.TimeRange]("TIME_RANGE_WEEK"); week != memsvcv1.TimeRange_TIME_RANGE_WEEK {
+		t.Fatalf("TIME_RANGE_WEEK: %v", week)
+	}
+	if _, err := memsvc.Named[memsvcv1.Match]("kw"); err == nil ||
+		!strings.Contains(err.Error(), "Match must be one of semantic, keyword, hybrid") {
+		t.Fatalf("kw: %v", err)
+	}
+	if label := memsvc.Label(memsvcv1.Outcome_OUTCOME_ABANDONED); label != "abandoned" {
+		t.Fatalf("label %q", label)
+	}
+	if label := memsvc.Label(memsvcv1.Source_SOURCE_UNSPECIFIED); label != "" {
+		t.Fatalf("unspecified label %q", label)
+	}
+}
+
+func TestErrorsMatchTheirCodeSentinel(t *testing.T) {
+	tcp, _ := live(t)
+	ctx := context.Background()
+	_, err := tcp.GetSummary(ctx, &memsvcv1.GetSummaryRequest{SessionId: "never"})
+	if !errors.Is(err, memsvc.ErrNotFound) || errors.Is(err, memsvc.ErrInvalidArgument) {
+		t.Fatalf("GetSummary of a session that never existed: %v", err)
+	}
+	if failure, _ := memsvc.AsError(err); failure.Reason != "SESSION_NOT_FOUND" {
+		t.Fatalf("reason %q", failure.Reason)
+	}
+	message, err := memsvc.Msg("robot", "x")
+	if message != nil || err == nil {
+		t.Fatalf("a role that does not exist: %v %v", message, err)
+	}
+	message, _ = memsvc.Msg("assistant", "hi")
+	if _, err := tcp.Append(ctx, &memsvcv1.AppendRequest{SessionId: "bad id!", Messages: []*memsvcv1.Message{message}}); !errors.Is(err, memsvc.ErrInvalidArgument) {
+		t.Fatalf("bad id: %v", err)
+	}
+}
+
+func TestRetriesFollowTheContract(t *testing.T) {
+	server, err := testserver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.Stop)
+	proxy, err := testserver.StartProxy(server.TCP, "GetContext=UNAVAILABLE:2", "Append=UNAVAILABLE:2",
+		"Summarize=UNAVAILABLE:1", "ListSessions=UNAVAILABLE:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := memsvc.Dial(proxy.Target, memsvc.WithRetry(quick))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := client.GetContext(ctx, &memsvcv1.GetContextRequest{SessionId: "r1"}); err != nil {
+		t.Fatalf("GetContext after two UNAVAILABLE: %v", err)
+	}
+	noKey := &memsvcv1.AppendRequest{SessionId: "r1", Messages: []*memsvcv1.Message{memsvc.User("no key")}}
+	if _, err := client.Append(ctx, noKey); !errors.Is(err, memsvc.ErrUnavailable) {
+		t.Fatalf("an Append without a key is not retried: %v", err)
+	}
+	keyed := &memsvcv1.AppendRequest{SessionId: "r1", IdempotencyKey: "k1",
+		Messages: []*memsvcv1.Message{memsvc.User("keyed")}}
+	if _, err := client.Append(ctx, keyed); err != nil {
+		t.Fatalf("an Append with a key is retried: %v", err)
+	}
+	if _, err := client.Summarize(ctx, &memsvcv1.SummarizeRequest{SessionId: "r1"}); !errors.Is(err, memsvc.ErrUnavailable) {
+		t.Fatalf("Summarize is not retried: %v", err)
+	}
+	off := memsvc.WithRetryCall(ctx, false)
+	if _, err := client.ListSessions(off, &memsvcv1.ListSessionsRequest{}); !errors.Is(err, memsvc.ErrUnavailable) {
+		t.Fatalf("WithRetryCall(false): %v", err)
+	}
+	client.Close()
+	calls, err := proxy.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, call := range calls {
+		name := call.Method[strings.LastIndex(call.Method, "/")+1:]
+		count[name]++
+		if session := call.Metadata[memsvc.SessionMetadata]; (name == "ListSessions") != (session == "") {
+			t.Fatalf("%s carried %s=%q", name, memsvc.SessionMetadata, session)
+		}
+	}
+	want := map[string]int{"GetContext": 3, "Append": 3, "Summarize": 1, "ListSessions": 1}
+	for name, n := range want {
+		if count[name] != n {
+			t.Fatalf("%s reached the proxy %d times, want %d (all: %v)", name, count[name], n, count)
+		}
+	}
+}

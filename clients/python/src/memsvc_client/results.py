@@ -1,0 +1,180 @@
+"""The typed results of memsvc calls: one dataclass per contract message a call returns.
+
+Owns only the shapes: every attribute is named as its proto field, enums are their lower-case
+names ("user", "archive", "resolved"; "" when unset), 64-bit integers are ints, an unset message
+is None. Must never hold behaviour: `convert` fills them from the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+_result = dataclass(slots=True, kw_only=True)
+
+
+@_result
+class Message:
+    """One stored conversation message; also accepted as input to `append`."""
+
+    id: int = 0
+    role: str = ""
+    content: str = ""
+    sender: str = ""
+    send_at_unix_nano: int = 0
+    embedding: list[float] = field(default_factory=list)
+
+
+@_result
+class PastDiscussion:
+    topic: str = ""
+    description: str = ""
+    direction: str = ""
+    last_discussed: str = ""
+
+
+@_result
+class CurrentDiscussion:
+    topic: str = ""
+    description: str = ""
+    perspectives: str = ""
+    direction: str = ""
+
+
+@_result
+class Summary:
+    key_decisions: list[str] = field(default_factory=list)
+    past_discussions: list[PastDiscussion] = field(default_factory=list)
+    current_discussion: CurrentDiscussion | None = None
+    json: str = ""
+
+
+@_result
+class AppendResponse:
+    messages: list[Message] = field(default_factory=list)
+    replayed: bool = False
+
+
+@_result
+class GetContextResponse:
+    window: list[Message] = field(default_factory=list)
+    turn_context: Message | None = None
+    summary: Summary | None = None
+
+
+@_result
+class SearchHit:
+    message: Message | None = None
+    source: str = ""
+    score: float = 0.0
+    is_context: bool = False
+    run: int = 0
+
+
+@_result
+class SearchResponse:
+    hits: list[SearchHit] = field(default_factory=list)
+    unsearched: int = 0
+
+
+@_result
+class CompactResponse:
+    removed: int = 0
+    start_at_unix_nano: int = 0
+
+
+@_result
+class SummarizeResponse:
+    count: int = 0
+    summary: Summary | None = None
+
+
+@_result
+class GetSummaryResponse:
+    summary: Summary | None = None
+    cursor_unix_nano: int = 0
+
+
+@_result
+class Deleted:
+    history_messages: int = 0
+    archived_messages: int = 0
+    vectors: int = 0
+    summary: bool = False
+
+
+@_result
+class ResetResponse:
+    deleted: Deleted | None = None
+
+
+@_result
+class RemoveSessionResponse:
+    deleted: Deleted | None = None
+
+
+@_result
+class SessionInfo:
+    session_id: str = ""
+    message_count: int = 0
+    history_bytes: int = 0
+    last_append_unix_nano: int = 0
+    has_summary: bool = False
+
+
+@_result
+class ListSessionsResponse:
+    sessions: list[SessionInfo] = field(default_factory=list)
+    next_page_token: str = ""
+
+
+@_result
+class ErrorRecord:
+    """One stored lesson of error memory."""
+
+    id: str = ""
+    tool_name: str = ""
+    keywords: list[str] = field(default_factory=list)
+    symptom: str = ""
+    cause: str = ""
+    action: str = ""
+    outcome: str = ""
+    session_id: str = ""
+    created_at_unix_nano: int = 0
+    last_hit_unix_nano: int = 0
+    expires_at_unix_nano: int = 0
+    hit_count: int = 0
+
+
+@_result
+class RecordErrorResponse:
+    record: ErrorRecord | None = None
+    stored: bool = False
+    refreshed: bool = False
+    detail: str = ""
+
+
+@_result
+class LookupErrorsResponse:
+    records: list[ErrorRecord] = field(default_factory=list)
+    related_errors: str = ""
+
+
+@_result
+class SearchErrorsResponse:
+    records: list[ErrorRecord] = field(default_factory=list)
+
+
+@_result
+class ListErrorsResponse:
+    records: list[ErrorRecord] = field(default_factory=list)
+    next_page_token: str = ""
+
+
+@_result
+class UpdateErrorActionResponse:
+    record: ErrorRecord | None = None
+
+
+@_result
+class DeleteErrorResponse:
+    record: ErrorRecord | None = None

@@ -1,0 +1,55 @@
+"""memsvc_client.AsyncClient against a real server: the same calls, awaited on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from memsvc_client import AsyncClient, InvalidArgumentError, NotFoundError, RetryPolicy, UnavailableError
+
+QUICK = RetryPolicy(attempts=3, initial_backoff=0.01, max_backoff=0.05)
+
+
+def test_calls_results_and_errors(server):
+    async def scenario() -> None:
+        async with AsyncClient(server.unix) as memory:
+            appended = await memory.append("a1", [("user", "We deploy on Fridays?"), ("assistant", "Never.")])
+            window = (await memory.get_context("a1")).window
+            assert [(m.id, m.role) for m in window] == [(m.id, role) for m, role in zip(
+                appended.messages, ["user", "assistant"], strict=True)]
+            hits = (await memory.search("a1", "fridays", match="keyword")).hits
+            assert [hit.message.content for hit in hits] == ["We deploy on Fridays?"]
+            lesson = await memory.record_error("shell", "command not found: jq", "install jq")
+            found = await memory.lookup_errors("shell", "jq: command not found")
+            assert [record.id for record in found.records] == [lesson.record.id]
+            with pytest.raises(InvalidArgumentError) as raised:
+                await memory.append("bad id!", [("user", "x")])
+            assert raised.value.reason == "INVALID_SESSION_ID"
+            with pytest.raises(NotFoundError) as missing:
+                await memory.get_summary("never")
+            assert missing.value.reason == "SESSION_NOT_FOUND"
+    asyncio.run(scenario())
+
+
+def test_many_calls_in_flight_on_one_client(server):
+    async def scenario() -> list[int]:
+        async with AsyncClient(server.tcp) as memory:
+            await asyncio.gather(*(memory.append(f"c{n}", [("user", f"hello {n}")]) for n in range(20)))
+            contexts = await asyncio.gather(*(memory.get_context(f"c{n}") for n in range(20)))
+            return [len(context.window) for context in contexts]
+    assert asyncio.run(scenario()) == [1] * 20
+
+
+def test_retries_follow_the_contract(server, proxy):
+    async def scenario() -> None:
+        async with AsyncClient(proxy.target, retry=QUICK) as memory:
+            await memory.append("r1", [("user", "x")])
+            proxy.fail_next("GetContext", grpc.StatusCode.UNAVAILABLE, times=2)
+            assert len((await memory.get_context("r1")).window) == 1
+            proxy.fail_next("Append", grpc.StatusCode.UNAVAILABLE)
+            with pytest.raises(UnavailableError):
+                await memory.append("r1", [("user", "no key")])
+    asyncio.run(scenario())
+    assert len(proxy.seen("GetContext")) == 3 and len(proxy.seen("Append")) == 2
