@@ -251,6 +251,17 @@ def test_an_update_with_a_blank_action_changes_nothing(lessons: Lessons):
     assert lessons.list_page()[0] == [lesson]
 
 
+def test_nul_characters_and_the_largest_symptom_are_kept_exactly(lessons: Lessons):
+    # PostgreSQL's text columns cannot hold NUL, and its indexes cannot hold 16 KiB keys
+    odd = lessons.record(resolved(symptom="bad byte \x00 in\x00put", cause="a \x00", action="strip \x00",
+                                  keywords=["nul\x00"])).lesson
+    largest = lessons.record(resolved(symptom="é" * (MAX_TEXT_BYTES // 2), action="x" * MAX_TEXT_BYTES)).lesson
+    assert {x.id: x for x in lessons.list_page()[0]} == {odd.id: odd, largest.id: largest}
+    assert [x.id for x in lessons.search("in\x00put")] == [odd.id]
+    assert lessons.record(resolved(symptom="BAD byte \x00 in\x00put")).lesson.id == odd.id
+    assert lessons.record(resolved(symptom="É" * (MAX_TEXT_BYTES // 2))).lesson.id == largest.id
+
+
 def test_lessons_survive_reopening(opened):
     first = opened()
     lesson = first.record(resolved()).lesson

@@ -156,3 +156,12 @@ def postgres_database(postgres: PostgresServer) -> Iterator[str]:
     name = postgres.create_database()
     yield name
     postgres.drop_database(name)
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PostgresServer]:
+    """A server of the test's own, not yet started: to stop, start or reconfigure at will."""
+    require()
+    server = PostgresServer()
+    yield server
+    server.close()
