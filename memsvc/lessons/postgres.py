@@ -38,7 +38,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memsvc.core.errors import InvalidSetting, MemsvcError, Unavailable
+from memsvc.core.errors import FailedPrecondition, InvalidSetting, MemsvcError, Unavailable
 from memsvc.lessons.backend import Merge, Renewal, StoredLesson, SymptomKey, haystack
 from memsvc.lessons.model import Lesson
 from memsvc.lessons.postgres_errors import UNAVAILABLE, cause, database_error
@@ -139,7 +139,7 @@ class PostgresLessonStore:
             error = database_error(exc, "preparing the lesson database")
             if error is None:
                 raise
-            if not isinstance(error, Unavailable):
+            if isinstance(error, FailedPrecondition):
                 raise InvalidSetting(f"{error.message} ({cause(exc)})") from None
             self._failed(error, cause(exc))
         except MemsvcError as error:  # a schema newer than this memsvc
@@ -185,7 +185,8 @@ class PostgresLessonStore:
         try:
             psycopg.connect(self._dsn, **self._kwargs).close()
         except psycopg.Error as exc:
-            error = database_error(exc, what) or Unavailable(str(exc), reason=UNAVAILABLE)
+            error = database_error(exc, what) or Unavailable(
+                f"error memory's database cannot be reached while {what}; retry later", reason=UNAVAILABLE)
             self._failed(error, cause(exc))
             return error
         return Unavailable(f"no connection to error memory's database came free in {POOL_WAIT_SECONDS:g} s "
@@ -193,7 +194,7 @@ class PostgresLessonStore:
 
     def _failed(self, error: MemsvcError, why: str) -> None:
         if self._failure is None:
-            log.error("lesson database out of reach; error memory answers %s until it is back", error.kind.name,
+            log.error("lesson database out of reach; error memory refuses calls until it answers again",
                       extra={"reason": error.reason, "cause": why})
         self._failure = error
         self._retry_at = time.monotonic() + RETRY_SECONDS

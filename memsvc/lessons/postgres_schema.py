@@ -58,6 +58,9 @@ def migrate(conn: psycopg.Connection[TupleRow]) -> int:
     """Bring the database to LATEST; returns the version it was at (0: new). Raises
     FailedPrecondition LESSONS_SCHEMA_TOO_NEW when a newer memsvc has migrated it."""
     with conn.transaction():
+        # A migration of a large table takes what it takes, and so does waiting for another server's.
+        conn.execute("SET LOCAL statement_timeout = 0")
+        conn.execute("SET LOCAL lock_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("CREATE TABLE IF NOT EXISTS memsvc_schema (component text PRIMARY KEY, version integer NOT NULL, "
                      "migrated_at timestamptz NOT NULL DEFAULT now())")

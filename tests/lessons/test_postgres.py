@@ -174,6 +174,8 @@ def test_a_login_refused_while_serving_is_failed_precondition_until_fixed(privat
     with private_postgres.admin() as admin:
         admin.execute(f"ALTER ROLE {ROLE} PASSWORD 'rotated-elsewhere'")
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (ROLE,))
+        wait_for(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
+                                       (ROLE,)).fetchone() == (0,))  # terminating is asynchronous
     try:
         with pytest.raises(FailedPrecondition) as caught:
             lessons.lookup("web_fetch", "HTTP 403 Forbidden")
