@@ -5,7 +5,9 @@ health Check) of each, in one interleaved run.
 
 PostgreSQL is Debian's, started for the run in a temp directory with fsync
 on (a committed refresh is on disk, as SQLite's synchronous=FULL is), on
-loopback TCP with a password, as a pod would reach it.
+loopback TCP with a password, as a pod would reach it. Then, in this process,
+the two halves of a lookup on each backend's store alone: reading a tool's
+lessons, and the durable refresh of its hits.
 
     .venv/bin/python benchmarks/lessons.py [--rounds 2000] [--lessons-per-tool 40]
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from pathlib import Path
 
 import grpc
@@ -21,7 +24,9 @@ from common import ServerProcess, interleaved, save
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memsvc.client import Client
-from tests.support.lessons import PostgresBackend
+from memsvc.lessons.model import NewLesson
+from memsvc.lessons.service import Lessons
+from tests.support.lessons import PostgresBackend, SqliteBackend
 from tests.support.postgres import PostgresServer
 
 TOOLS = ("web_fetch", "shell", "db", "git", "browser", "search", "calendar", "email")
@@ -54,6 +59,9 @@ def main() -> None:
             finally:
                 for server in servers.values():
                     server.terminate()
+            stores = {"sqlite": SqliteBackend(Path(tmp) / "alone"),
+                      "postgres": PostgresBackend(postgres, postgres.create_database())}
+            results |= halves(stores, args.rounds, args.lessons_per_tool)
     finally:
         postgres.close()
     report(results, args)
@@ -82,6 +90,28 @@ def run(servers: dict[str, ServerProcess], rounds: int, per_tool: int) -> dict[s
             channel.close()
 
 
+def halves(backends: dict[str, SqliteBackend | PostgresBackend], rounds: int, per_tool: int) -> dict[str, dict]:
+    """A lookup's read of one tool's lessons, and its refresh of three hits, on each store alone."""
+    opened = {name: Lessons(backend.store(time.time_ns), ttl_days=90, clock=time.time_ns)
+              for name, backend in backends.items()}
+    try:
+        calls = {}
+        for name, lessons in opened.items():
+            for tool in TOOLS:
+                for number in range(per_tool):
+                    lessons.record(NewLesson(tool_name=tool, symptom=f"{FAILURES[number % len(FAILURES)]} {number}",
+                                             outcome="resolved", action="fix"))
+            store = lessons.store
+            hits = [row.lesson.id for row in store.of_tool("shell", time.time_ns())[:3]]
+            calls[f"store_read_{name}"] = lambda store=store: store.of_tool("shell", time.time_ns())
+            calls[f"store_refresh_{name}"] = lambda store=store, hits=hits: store.refresh(
+                hits, time.time_ns(), time.time_ns() + 10**15)
+        return interleaved(calls, rounds=rounds)
+    finally:
+        for lessons in opened.values():
+            lessons.close()
+
+
 def report(results: dict[str, dict], args: argparse.Namespace) -> None:
     def ratio(a: str, b: str, field: str) -> float:
         return round(results[a][field] / results[b][field], 2)
@@ -90,9 +120,10 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
         "lessons": len(TOOLS) * args.lessons_per_tool,
         "latency": results,
         "postgres_over_sqlite": {call: {field: ratio(f"{call}_postgres", f"{call}_sqlite", field)
-                                        for field in ("p50_ms", "p99_ms")} for call in ("lookup", "record_repeat")},
+                                        for field in ("p50_ms", "p99_ms")}
+                                 for call in ("lookup", "record_repeat", "store_read", "store_refresh")},
         "over_own_floor_p50": {name: ratio(name, f"health_check_{name.rsplit('_', 1)[1]}", "p50_ms")
-                               for name in results if not name.startswith("health")},
+                               for name in results if not name.startswith(("health", "store"))},
     }
     for name, r in results.items():
         print(f"{name:24s} p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms")
