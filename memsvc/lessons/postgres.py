@@ -93,6 +93,11 @@ def _searchable(text: str) -> str:
     return text.replace("\x00", "")
 
 
+def _possible(lesson_id: str) -> bool:
+    """Whether a lesson may have this id: none holds a NUL, which a text parameter cannot carry."""
+    return "\x00" not in lesson_id
+
+
 def _key(key: SymptomKey) -> tuple[str, str]:
     tool_key, symptom = key
     return tool_key, hashlib.sha256(symptom.encode("utf-8", "surrogatepass")).hexdigest()
@@ -285,6 +290,8 @@ class PostgresLessonStore:
         return [_lesson(row) for row in rows]
 
     def set_action(self, lesson_id: str, action: str, now: int) -> Lesson | None:
+        if not _possible(lesson_id):
+            return None
         with self._connection("updating a lesson") as conn, conn.transaction():
             row = conn.execute(f"SELECT {_COLUMNS} FROM memsvc_lessons WHERE id = %s AND expires_at > %s FOR UPDATE",
                                (lesson_id, now)).fetchone()
@@ -297,6 +304,8 @@ class PostgresLessonStore:
         return lesson
 
     def delete(self, lesson_id: str, now: int) -> Lesson | None:
+        if not _possible(lesson_id):
+            return None
         with self._connection("deleting a lesson") as conn:
             row = conn.execute(f"DELETE FROM memsvc_lessons WHERE id = %s AND expires_at > %s RETURNING {_COLUMNS}",
                                (lesson_id, now)).fetchone()

@@ -150,7 +150,8 @@ def test_update_rewrites_the_action_and_keeps_the_ttl(lessons: Lessons, clock: C
 def test_delete_returns_the_lesson_and_unknown_ids_are_not_found(lessons: Lessons):
     lesson = lessons.record(resolved()).lesson
     assert lessons.delete(lesson.id) == lesson
-    for call in (lambda: lessons.delete(lesson.id), lambda: lessons.update_action(lesson.id, "x")):
+    for call in (lambda: lessons.delete(lesson.id), lambda: lessons.update_action(lesson.id, "x"),
+                 lambda: lessons.delete("no\x00such"), lambda: lessons.update_action("\x00", "x")):
         with pytest.raises(NotFound) as caught:
             call()
         assert caught.value.reason == "ERROR_RECORD_NOT_FOUND"
