@@ -8,11 +8,15 @@ speak a wire protocol: rpc/server.py binds it to gRPC.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from memsvc.archive.index import Archive
 from memsvc.core.config import Settings
+from memsvc.core.secrets import read_secret
 from memsvc.core.units import seconds_to_nanos
-from memsvc.lessons.store import Lessons
+from memsvc.lessons.backend import LessonStore
+from memsvc.lessons.service import Lessons
+from memsvc.lessons.sqlite import SqliteLessonStore
 from memsvc.runtime.jobs import Scheduler
 from memsvc.search.hybrid import HybridSearch
 from memsvc.search.keyword import KeywordSearch
@@ -37,6 +41,13 @@ class App:
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
         self.jobs = Scheduler()
+        offset = seconds_to_nanos(settings.clock_offset_seconds)
+
+        def lessons_clock() -> int:
+            return time.time_ns() + offset
+
+        # A lesson database that refuses the login fails the start here, before the other stores open.
+        lesson_store = lesson_store_from_settings(settings, lessons_clock)
 
         self.archive = Archive(settings.store_dir, settings.archive_commit_seconds)
         tuning = Tuning(settings.vector_rebuild_rows, settings.vector_trees, settings.vector_search_k)
@@ -54,9 +65,8 @@ class App:
         semantic = SemanticSearch(self.sessions, self.vectors, self.embedder)
         self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic))
 
-        offset = seconds_to_nanos(settings.clock_offset_seconds)
-        self.lessons = Lessons(settings.store_dir / "lessons.sqlite3", ttl_days=settings.error_ttl_days,
-                               clock=lambda: time.time_ns() + offset, embedder=self.embedder)
+        self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
+                               embedder=self.embedder)
 
         self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
         self.jobs.register("temp-cleanup", "* * * * *", self.lifecycle.remove_idle_temporary)
@@ -73,3 +83,13 @@ class App:
         self.archive.close()
         self.vectors.close()
         self.lessons.close()
+
+
+def lesson_store_from_settings(settings: Settings, clock: Callable[[], int]) -> LessonStore:
+    """The backend lessons_backend names: this server's SQLite file, or a PostgreSQL database shared by servers."""
+    if settings.lessons_backend == "postgres":
+        from memsvc.lessons.postgres import PostgresLessonStore  # psycopg loads (~0.1 s) only where it is used
+
+        password = read_secret("lessons_password_file", settings.lessons_password_file, "MEMSVC_LESSONS_PASSWORD")
+        return PostgresLessonStore(settings.lessons_dsn, password=password, pool_size=settings.lessons_pool_size)
+    return SqliteLessonStore(settings.store_dir / "lessons.sqlite3", clock=clock)

@@ -96,6 +96,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Days an error-memory lesson lives after its last hit."
     error_purge_schedule: str = "17 * * * *"
     "Cron expression (local time) of the job deleting expired error-memory lessons."
+    lessons_backend: Literal["sqlite", "postgres"] = "sqlite"
+    "Where error memory keeps lessons: sqlite (.store/lessons.sqlite3, this server's) or postgres (shared by servers)."
+    lessons_dsn: str = ""
+    "PostgreSQL connection string (libpq keywords or postgresql:// URI) for lessons_backend=postgres, no password."
+    lessons_password_file: str = ""
+    "File holding the PostgreSQL password of lessons_dsn (else MEMSVC_LESSONS_PASSWORD)."
+    lessons_pool_size: int = 4
+    "Most PostgreSQL connections this server holds for error memory."
     clock_offset_seconds: float = 0.0
     "Seconds added to the clock error memory uses for hits and expiry (for tests and drills; keep 0)."
     token_file: str = ""
@@ -194,7 +202,8 @@ def _check(settings: Settings) -> None:
     positive = ("max_history_messages", "max_history_bytes", "max_message_bytes", "max_request_bytes",
                 "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
                 "embedding_timeout_seconds", "vector_rebuild_rows", "vector_trees", "vector_search_k",
-                "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions", "max_concurrent_rpcs")
+                "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions", "max_concurrent_rpcs",
+                "lessons_pool_size")
     for name in positive:
         if getattr(settings, name) <= 0:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")
@@ -206,6 +215,11 @@ def _check(settings: Settings) -> None:
         raise InvalidSetting("llm_max_retries must not be negative")
     if settings.error_ttl_days <= 0:
         raise InvalidSetting("error_ttl_days must be positive")
+    if settings.lessons_backend == "postgres" and not settings.lessons_dsn:
+        raise InvalidSetting("lessons_backend = postgres needs lessons_dsn, the database's connection string")
+    if settings.lessons_backend == "sqlite" and (settings.lessons_dsn or settings.lessons_password_file):
+        raise InvalidSetting("lessons_dsn and lessons_password_file are for lessons_backend = postgres; "
+                             "set lessons_backend too, or drop them")
     if not settings.listen:
         raise InvalidSetting("at least one --listen address is needed")
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):

@@ -11,8 +11,8 @@ each call to its servicer.
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 
 from connectrpc._protocol import HTTPException

@@ -110,8 +110,8 @@ def encode_token(created_at: int, lesson_id: str) -> str:
 def decode_token(token: str) -> tuple[int, str]:
     try:
         created_at, last_id = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().split(".")
-        if not re.fullmatch(r"[0-9a-f]{32}", last_id):
-            raise ValueError(last_id)
+        if not re.fullmatch(r"[0-9a-f]{32}", last_id) or not 0 <= int(created_at) < 2**63:
+            raise ValueError(last_id)  # a time no lesson has: the stores hold 64-bit integers
         return int(created_at), last_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidArgument("page_token is not one this server issued; start again with an empty token",

@@ -39,6 +39,9 @@ SERVICE_NAMES = (
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"].full_name,
 )
+ERROR_MEMORY_SERVICE = SERVICE_NAMES[1]
+LESSONS_HEALTH_SECONDS = 2.0
+"How often the health of ErrorMemoryService (its database's, with lessons_backend = postgres) is looked at."
 UNIX_PREFIX = "unix://"
 EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
 "A second server must not silently share our TCP port."
@@ -113,6 +116,7 @@ class Server:
         self.probes: grpc.aio.Server | None = None
         "The health-only server of health_listen: plaintext, no token, no RPC limit, so probes always get through."
         self.metrics: MetricsListener | None = None
+        self.lessons_watch: asyncio.Task[None] | None = None
 
     async def start(self) -> list[str]:
         self.lock.acquire()
@@ -144,7 +148,11 @@ class Server:
         await self.grpc.start()
         for transport in self.transports:
             extra[transport.name] = await transport.open(dict(zip(SERVICE_NAMES, (memory, lessons), strict=True)))
+        lessons_serving = await self._lessons_serving(None)
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        if not lessons_serving:
+            await self.health.set(ERROR_MEMORY_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.lessons_watch = asyncio.create_task(self._watch_lessons(lessons_serving))
         log.info("serving", extra={"addresses": bound, **extra, "tls": tls is not None,
                                    "token": bool(self.settings.token_file), "data_dir": self.settings.data_dir,
                                    "pid": os.getpid()})
@@ -154,9 +162,37 @@ class Server:
         for name in ("",) + SERVICE_NAMES:
             await self.health.set(name, status)
 
+    async def _lessons_serving(self, was_serving: bool | None) -> bool:
+        """Whether error memory can answer (its database is reachable); logs each change."""
+        assert self.app is not None
+        problem = await asyncio.to_thread(self.app.lessons.unavailable)
+        if problem is not None and was_serving is not False:
+            log.error("error memory not serving", extra={"reason": problem.reason})
+        elif problem is None and was_serving is False:
+            log.info("error memory serving again")
+        return problem is None
+
+    async def _watch_lessons(self, serving: bool) -> None:
+        """ErrorMemoryService's own health follows its store; the other services do not depend on it."""
+        while not self.stopping.is_set():
+            try:
+                await asyncio.wait_for(self.stopping.wait(), LESSONS_HEALTH_SECONDS)
+            except TimeoutError:
+                pass
+            if self.stopping.is_set():
+                return
+            now_serving = await self._lessons_serving(serving)
+            if now_serving != serving:
+                serving = now_serving
+                await self.health.set(ERROR_MEMORY_SERVICE, health_pb2.HealthCheckResponse.SERVING if serving
+                                      else health_pb2.HealthCheckResponse.NOT_SERVING)
+
     async def stop(self) -> None:
         """Refuse new calls, drain in-flight ones, flush every store."""
         log.info("stopping", extra={"grace_seconds": self.settings.shutdown_grace_seconds})
+        self.stopping.set()
+        if self.lessons_watch is not None:
+            await self.lessons_watch
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         draining = [transport.close() for transport in self.transports]
         if self.grpc is not None:

@@ -29,9 +29,15 @@ class JsonFormatter(logging.Formatter):
         return msgspec.json.encode(entry, enc_hook=str).decode()
 
 
+CHATTY = ("psycopg",)
+"Libraries that log every call at info (psycopg_pool: each connection handed out): warnings and up only."
+
+
 def configure(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for name in CHATTY:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

@@ -47,6 +47,12 @@ def test_env_listen_is_comma_separated():
     ({"MEMSVC_MAX_HISTORY_MESSAGES": "0"}, "max_history_messages must be positive"),
     ({"MEMSVC_EMBEDDER": "magic"}, "embedder"),
     ({"MEMSVC_CONFIG": "/nonexistent/memsvc.toml"}, "cannot read settings file"),
+    ({"MEMSVC_LESSONS_BACKEND": "mysql"}, "lessons_backend"),
+    ({"MEMSVC_LESSONS_BACKEND": "postgres"}, "lessons_backend = postgres needs lessons_dsn"),
+    ({"MEMSVC_LESSONS_DSN": "host=db"}, "are for lessons_backend = postgres"),
+    ({"MEMSVC_LESSONS_PASSWORD_FILE": "/run/pw"}, "are for lessons_backend = postgres"),
+    ({"MEMSVC_LESSONS_BACKEND": "postgres", "MEMSVC_LESSONS_DSN": "host=db", "MEMSVC_LESSONS_POOL_SIZE": "0"},
+     "lessons_pool_size must be positive"),
 ])
 def test_bad_settings_say_which(env, words):
     with pytest.raises(InvalidSetting, match=words):

@@ -1,9 +1,8 @@
 """Error memory end to end: every ErrorMemoryService RPC through a real server
-process, time moved by restarting it with --clock-offset-seconds."""
+process, on each backend (its SQLite file, a real PostgreSQL database), time
+moved by restarting it with --clock-offset-seconds."""
 
 from __future__ import annotations
-
-import sqlite3
 
 import grpc
 import pytest
@@ -13,6 +12,12 @@ from tests.support import kill_during_burst
 
 DAY_SECONDS = 86_400
 DAY_NANOS = DAY_SECONDS * 10**9
+
+
+@pytest.fixture
+def make_server(make_server, lessons_backend):
+    """Servers of this module keep their lessons in the backend the test runs against."""
+    return lambda *args, **kwargs: make_server(*lessons_backend.server_args, *args, **kwargs)
 
 
 def moved(server, days: float):
@@ -62,14 +67,13 @@ def test_a_lesson_recorded_in_one_session_is_found_from_another(server):
         assert agent_b.lookup_errors("other_tool", "HTTP 403 Forbidden").records == []
 
 
-def test_the_configured_embedder_relates_lessons_that_share_no_word(server):
+def test_the_configured_embedder_relates_lessons_that_share_no_word(server, lessons_backend):
     with server.client() as client:
         record = client.record_error("notify", "webhooks undelivered", "re-register the endpoint").record
         client.record_error("notify", "SMTP relay refused", "use the authenticated relay")
         # "webhook" is not "webhooks": only the built-in embedder's character n-grams relate them
         assert [r.id for r in client.lookup_errors("notify", "webhook undelivered").records] == [record.id]
-    with sqlite3.connect(server.data_dir / ".store" / "lessons.sqlite3") as db:
-        assert {row[0] for row in db.execute("SELECT vector_model FROM lessons")} == {"builtin-v1"}
+    assert set(lessons_backend.column("vector_model")) == {"builtin-v1"}
 
 
 @pytest.mark.parametrize("outcome", ["failed", "abandoned"])
@@ -105,7 +109,7 @@ def test_lookup_returns_at_most_limit_best_first(client):
     assert len(client.lookup_errors("api", "rate limit exceeded", limit=10).records) == 6
 
 
-def test_lookup_refreshes_the_ttl_and_unhit_lessons_expire(server):
+def test_lookup_refreshes_the_ttl_and_unhit_lessons_expire(server, lessons_backend):
     with server.client() as client:
         kept = client.record_error("web_fetch", "connection timed out", "raise the timeout to 60s").record
         dropped = client.record_error("web_fetch", "TLS handshake failure", "pin TLS 1.2").record
@@ -127,8 +131,7 @@ def test_lookup_refreshes_the_ttl_and_unhit_lessons_expire(server):
     with server.client() as client:
         assert all_records(client) == []
         assert client.lookup_errors("web_fetch", "connection timed out").records == []
-    with sqlite3.connect(server.data_dir / ".store" / "lessons.sqlite3") as db:
-        assert db.execute("SELECT count(*) FROM lessons").fetchone()[0] == 0  # purged, not just hidden
+    assert lessons_backend.column("count(*)") == [0]  # purged, not just hidden
 
 
 def test_error_ttl_days_is_a_setting(make_server):

@@ -15,7 +15,7 @@ from memsvc.lessons.matching import (
     render_related,
     terms,
 )
-from memsvc.lessons.store import Lesson
+from memsvc.lessons.model import Lesson
 
 
 @pytest.mark.parametrize("text, error_class", [

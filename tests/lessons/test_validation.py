@@ -66,7 +66,8 @@ def test_page_tokens_round_trip_and_foreign_ones_are_rejected():
     token = encode_token(1_800_000_000_123_456_789, "ab" * 16)
     assert decode_token(token) == (1_800_000_000_123_456_789, "ab" * 16)
     forged = encode_token(1, "not-hex")
-    for bad in ("", "!!", "MTIz", forged, token[:-3]):
+    out_of_range = [encode_token(time, "ab" * 16) for time in (2**63, -1)]
+    for bad in ("", "!!", "MTIz", forged, token[:-3], *out_of_range):
         with pytest.raises(InvalidArgument) as caught:
             decode_token(bad)
         assert caught.value.reason == "INVALID_PAGE_TOKEN"

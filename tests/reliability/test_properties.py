@@ -1,7 +1,8 @@
-"""Property-based bad input through one real server: every reply is a
-documented status, the server stays up, and data it did not accept to change
-stays as it was. The invariants are checked after every example, so the
-first input that breaks one is the one Hypothesis reports."""
+"""Property-based bad input through one real server (and, for error memory,
+one keeping its lessons in PostgreSQL too): every reply is a documented
+status, the server stays up, and data it did not accept to change stays as
+it was. The invariants are checked after every example, so the first input
+that breaks one is the one Hypothesis reports."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from memsvc_client.v1 import error_memory_pb2 as epb
 from memsvc_client.v1 import error_memory_pb2_grpc, memory_pb2_grpc
 from memsvc_client.v1 import memory_pb2 as pb
 from tests.support import ServerProcess
+from tests.support.lessons import PostgresBackend
 
 DOCUMENTED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
               grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -117,13 +119,28 @@ def test_search(live, session_id, query, match, limit, time_range, since, until,
     live.check()
 
 
-@EXAMPLES
-@given(tool=texts, keywords=st.lists(st.text(max_size=50), max_size=5), symptom=texts, cause=texts, action=texts,
-       outcome=int32s, session_id=st.text(max_size=200), limit=uint32s, record_id=st.text(max_size=100),
-       page_size=uint32s, token=st.text(max_size=100))
-def test_error_memory(live, tool, keywords, symptom, cause, action, outcome, session_id, limit, record_id,
-                      page_size, token):
-    errors = live.errors
+@pytest.fixture(scope="module")
+def live_postgres(postgres, tmp_path_factory):
+    """A server keeping its lessons in PostgreSQL, whose text columns and indexes refuse what SQLite takes."""
+    database = postgres.create_database()
+    server = ServerProcess(tmp_path_factory.mktemp("properties-postgres") / "data",
+                           *PostgresBackend(postgres, database).server_args).start()
+    channel = grpc.insecure_channel(server.tcp)
+    health = health_pb2_grpc.HealthStub(channel)
+    yield error_memory_pb2_grpc.ErrorMemoryServiceStub(channel), health
+    channel.close()
+    server.kill()
+    postgres.drop_database(database)
+
+
+ERROR_MEMORY_FIELDS = {
+    "tool": texts, "keywords": st.lists(st.text(max_size=50), max_size=5), "symptom": texts, "cause": texts,
+    "action": texts, "outcome": int32s, "session_id": st.text(max_size=200), "limit": uint32s,
+    "record_id": st.text(max_size=100), "page_size": uint32s, "token": st.text(max_size=100)}
+
+
+def error_memory_calls(errors, tool, keywords, symptom, cause, action, outcome, session_id, limit, record_id,
+                       page_size, token):
     status_of(errors.RecordError, epb.RecordErrorRequest(tool_name=tool, keywords=keywords, symptom=symptom,
                                                          cause=cause, action=action, outcome=outcome,
                                                          session_id=session_id))
@@ -132,7 +149,21 @@ def test_error_memory(live, tool, keywords, symptom, cause, action, outcome, ses
     status_of(errors.ListErrors, epb.ListErrorsRequest(page_size=page_size, page_token=token, tool_name=tool))
     status_of(errors.UpdateErrorAction, epb.UpdateErrorActionRequest(id=record_id, action=action))
     status_of(errors.DeleteError, epb.DeleteErrorRequest(id=record_id))
+
+
+@EXAMPLES
+@given(**ERROR_MEMORY_FIELDS)
+def test_error_memory(live, **fields):
+    error_memory_calls(live.errors, **fields)
     live.check()
+
+
+@EXAMPLES
+@given(**ERROR_MEMORY_FIELDS)
+def test_error_memory_on_postgres(live_postgres, **fields):
+    errors, health = live_postgres
+    error_memory_calls(errors, **fields)
+    assert health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == health_pb2.HealthCheckResponse.SERVING
 
 
 METHODS = [f"/memsvc.v1.MemoryService/{name}" for name in pb.DESCRIPTOR.services_by_name["MemoryService"]

@@ -1,11 +1,10 @@
-"""The lesson store on a real SQLite file in tmp_path, with a clock the test moves."""
+"""Error memory's behaviour, against both backends (a real SQLite file in tmp_path and a real
+PostgreSQL database), with a clock the test moves."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,47 +12,30 @@ import pytest
 from memsvc.app import App
 from memsvc.core import config
 from memsvc.core.errors import InvalidArgument, NotFound
-from memsvc.core.units import NANOS_PER_DAY
-from memsvc.lessons.store import Lessons
+from memsvc.lessons.service import Lessons
 from memsvc.lessons.validation import MAX_TEXT_BYTES, NewLesson
 from memsvc.runtime.jobs import Scheduler
 from memsvc.vectors.embedders.base import Embedder, EmbeddingFailed, unit_length
-
-DAY = NANOS_PER_DAY
-T0 = 1_800_000_000 * 10**9
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, days: float) -> None:
-        self.now += int(days * DAY)
+from tests.support.lessons import DAY, T0, Clock, resolved
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def opened(lessons_backend, clock: Clock):
+    """Open error memory over the test's backend (again and again: each sees the same lessons)."""
+    stores: list[Lessons] = []
+
+    def open_lessons(ttl_days: float = 90, embedder: Embedder | None = None) -> Lessons:
+        stores.append(Lessons(lessons_backend.store(clock), ttl_days=ttl_days, clock=clock, embedder=embedder))
+        return stores[-1]
+
+    yield open_lessons
+    for store in stores:
+        store.close()
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "data" / ".store" / "lessons.sqlite3"
-
-
-@pytest.fixture
-def lessons(path: Path, clock: Clock) -> Lessons:
-    store = Lessons(path, ttl_days=90, clock=clock)
-    yield store
-    store.close()
-
-
-def resolved(tool: str = "web_fetch", symptom: str = "HTTP 403 Forbidden from cloudflare", **fields) -> NewLesson:
-    return NewLesson(tool_name=tool, symptom=symptom, outcome="resolved",
-                     action=fields.pop("action", "send a browser User-Agent header"), **fields)
+def lessons(opened) -> Lessons:
+    return opened()
 
 
 def test_a_resolved_lesson_is_stored_with_its_ttl_and_error_type(lessons: Lessons, clock: Clock):
@@ -168,7 +150,8 @@ def test_update_rewrites_the_action_and_keeps_the_ttl(lessons: Lessons, clock: C
 def test_delete_returns_the_lesson_and_unknown_ids_are_not_found(lessons: Lessons):
     lesson = lessons.record(resolved()).lesson
     assert lessons.delete(lesson.id) == lesson
-    for call in (lambda: lessons.delete(lesson.id), lambda: lessons.update_action(lesson.id, "x")):
+    for call in (lambda: lessons.delete(lesson.id), lambda: lessons.update_action(lesson.id, "x"),
+                 lambda: lessons.delete("no\x00such"), lambda: lessons.update_action("\x00", "x")):
         with pytest.raises(NotFound) as caught:
             call()
         assert caught.value.reason == "ERROR_RECORD_NOT_FOUND"
@@ -269,34 +252,30 @@ def test_an_update_with_a_blank_action_changes_nothing(lessons: Lessons):
     assert lessons.list_page()[0] == [lesson]
 
 
-def test_lessons_survive_reopening_and_the_file_is_wal_with_full_sync(path: Path, clock: Clock):
-    first = Lessons(path, ttl_days=90, clock=clock)
+def test_nul_characters_and_the_largest_symptom_are_kept_exactly(lessons: Lessons):
+    # PostgreSQL's text columns cannot hold NUL, and its indexes cannot hold 16 KiB keys
+    odd = lessons.record(resolved(symptom="bad byte \x00 in\x00put", cause="a \x00", action="strip \x00",
+                                  keywords=["nul\x00"])).lesson
+    largest = lessons.record(resolved(symptom="é" * (MAX_TEXT_BYTES // 2), action="x" * MAX_TEXT_BYTES)).lesson
+    assert {x.id: x for x in lessons.list_page()[0]} == {odd.id: odd, largest.id: largest}
+    assert [x.id for x in lessons.search("in\x00put")] == [odd.id]
+    assert lessons.record(resolved(symptom="BAD byte \x00 in\x00put")).lesson.id == odd.id
+    assert lessons.record(resolved(symptom="É" * (MAX_TEXT_BYTES // 2))).lesson.id == largest.id
+
+
+def test_lessons_survive_reopening(opened):
+    first = opened()
     lesson = first.record(resolved()).lesson
-    assert first._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert first._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     first.close()
-    reopened = Lessons(path, ttl_days=90, clock=clock)
-    assert reopened.list_page()[0] == [lesson]
-    reopened.close()
+    assert opened().list_page()[0] == [lesson]
 
 
-def test_opening_purges_lessons_that_expired_while_closed(path: Path, clock: Clock):
-    store = Lessons(path, ttl_days=1, clock=clock)
-    store.record(resolved())
-    store.close()
+def test_opening_purges_lessons_that_expired_while_closed(opened, lessons_backend, clock: Clock):
+    opened(ttl_days=1).record(resolved())
     clock.advance(2)
-    Lessons(path, ttl_days=1, clock=clock).close()
-    with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM lessons").fetchone()[0] == 0
-
-
-def test_a_damaged_store_is_kept_aside_and_a_new_one_started(path: Path, clock: Clock):
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
-    store = Lessons(path, ttl_days=90, clock=clock)
-    assert store.record(resolved()).stored
-    store.close()
-    assert [p.name for p in path.parent.glob("lessons.sqlite3.damaged-*")] == [f"lessons.sqlite3.damaged-{T0}"]
+    assert lessons_backend.column("count(*)") == [1]
+    opened(ttl_days=1)
+    assert lessons_backend.column("count(*)") == [0]
 
 
 class WordVectors(Embedder):
@@ -321,50 +300,48 @@ class WordVectors(Embedder):
                                         for concept in self.CONCEPTS] for text in texts]))
 
 
-def test_vector_similarity_relates_lessons_with_no_shared_words(path: Path, clock: Clock):
+def test_vector_similarity_relates_lessons_with_no_shared_words(opened):
     embedder = WordVectors()
-    store = Lessons(path, ttl_days=90, clock=clock, embedder=embedder)
+    store = opened(embedder=embedder)
     quota = store.record(resolved(tool="api", symptom="quota exceeded")).lesson
     store.record(resolved(tool="api", symptom="password rejected"))
     assert [x.id for x in store.lookup("api", "too many requests: rate limit").lessons] == [quota.id]
     embedder.fail = True  # keyword relevance still answers while the provider is down
     assert [x.id for x in store.lookup("api", "quota exceeded").lessons] == [quota.id]
-    store.close()
 
 
-def test_lessons_stored_without_vectors_are_embedded_at_lookup(path: Path, clock: Clock):
-    plain = Lessons(path, ttl_days=90, clock=clock)
-    quota = plain.record(resolved(tool="api", symptom="quota exceeded")).lesson
-    plain.close()
+def test_lessons_stored_without_vectors_are_embedded_at_lookup(opened, lessons_backend):
+    quota = opened().record(resolved(tool="api", symptom="quota exceeded")).lesson
+    assert lessons_backend.column("vector") == [None]
     embedder = WordVectors()
-    store = Lessons(path, ttl_days=90, clock=clock, embedder=embedder)
+    store = opened(embedder=embedder)
     assert [x.id for x in store.lookup("api", "too many requests").lessons] == [quota.id]
+    assert lessons_backend.column("vector_model") == ["words-v1"]
     calls = embedder.calls
     store.lookup("api", "too many requests")
     assert embedder.calls == calls + 1  # only the query: the lesson's vector was kept
-    store.close()
 
 
-def test_the_purge_job_deletes_expired_lessons_on_its_schedule(path: Path, clock: Clock):
-    store = Lessons(path, ttl_days=90, clock=clock)
-    store.record(resolved())
+def test_the_purge_job_deletes_expired_lessons_on_its_schedule(lessons: Lessons, lessons_backend, clock: Clock):
+    lessons.record(resolved())
     wall = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     scheduler = Scheduler(clock=lambda: wall)
-    scheduler.register("lesson-purge", "17 * * * *", store.purge_expired)
+    scheduler.register("lesson-purge", "17 * * * *", lessons.purge_expired)
     clock.advance(91)
     wall = wall.replace(minute=17)
     for thread in scheduler.tick():
         thread.join()
-    with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM lessons").fetchone()[0] == 0
-    store.close()
+    assert lessons_backend.column("count(*)") == [0]
 
 
-def test_the_server_registers_the_purge_job_with_its_setting(tmp_path: Path):
-    settings = config.load({"data_dir": str(tmp_path / "data"), "error_purge_schedule": "5 4 * * *"}, environ={})
+def test_the_server_builds_the_backend_and_registers_the_purge_job_with_its_setting(lessons_backend, data_dir):
+    settings = config.load({"data_dir": str(data_dir), "error_purge_schedule": "5 4 * * *",
+                            **lessons_backend.settings}, environ={})
     app = App(settings)
     try:
         (job,) = [job for job in app.jobs.jobs if job.name == "lesson-purge"]
         assert job.schedule == "5 4 * * *" and job.action == app.lessons.purge_expired
+        app.lessons.record(resolved())
     finally:
         app.close()
+    assert lessons_backend.column("count(*)") == [1]
