@@ -9,7 +9,9 @@ What a lesson is, is model.py's; which requests are valid, validation.py's;
 how a lesson matches an error text, matching.py's.
 
 Must never import protobuf or grpc, never log lesson text (ids and counts
-only), and never return an expired lesson.
+only), never return an expired lesson, and never answer that a lesson was
+stored when its file was deleted under the server (SQLite would write on
+into the unlinked file: checked before every commit).
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class Lessons:
         self._lock = threading.Lock()
         durable.ensure_dir(path.parent)
         self._db = self._open()
+        self._files = durable.DataPaths([path.parent, path])
         purged = self.purge_expired()
         log.info("lessons open", extra={"purged": purged})
 
@@ -154,6 +157,7 @@ class Lessons:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
                     yield self._db
+                    self._files.check()
                 except BaseException:
                     self._db.execute("ROLLBACK")
                     raise
