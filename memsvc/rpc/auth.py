@@ -1,4 +1,4 @@
-"""Who may call: the bearer token every RPC but health must carry, and TLS on TCP.
+"""Who may call: the bearer token every RPC but a health Check must carry, and TLS on TCP.
 
 Owns reading the secrets named by `token_file` and `tls_*_file` (once, at
 start), the interceptor that checks `authorization: Bearer <token>` in
@@ -21,8 +21,10 @@ from memsvc.rpc.status import to_status
 
 AUTHORIZATION = "authorization"
 SCHEME = "bearer"
-OPEN_SERVICES = ("/grpc.health.v1.Health/",)
-"Method prefixes served without a token: probes cannot carry one."
+OPEN_METHODS = ("/grpc.health.v1.Health/Check",)
+"""Served without a token: probes cannot carry one. Health Watch needs the token on the main listeners:
+streams held open by anyone would take the places (max_concurrent_rpcs) token holders need; the
+health port serves Watch without one."""
 
 
 def _read(setting: str, path: str) -> bytes:
@@ -62,7 +64,7 @@ def _presented(metadata: tuple[tuple[str, str | bytes], ...] | None) -> bytes | 
 
 
 class BearerToken(grpc.aio.ServerInterceptor):
-    """Refuses every call but health unless it carries the token."""
+    """Refuses every call but a health Check unless it carries the token."""
 
     def __init__(self, token: bytes):
         self._token = token
@@ -78,7 +80,7 @@ class BearerToken(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
+        if handler is None or handler_call_details.method in OPEN_METHODS:
             return handler
         refusal = self._refusal(handler_call_details.invocation_metadata)
         if refusal is None:

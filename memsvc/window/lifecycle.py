@@ -239,7 +239,7 @@ class Lifecycle:
             if intent.action == "remove":
                 deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
                 self.sessions.remove(session)
-            else:
+            elif session.directory.is_dir():  # (one deleted from outside has nothing left to clear)
                 deleted.history_messages, deleted.summary = self.sessions.clear(
                     session, drop_summary=intent.action == "reset_all", next_id=intent.next_id)
             self.sessions.intents.done(session.id)
