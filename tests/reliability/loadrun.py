@@ -138,12 +138,7 @@ def run(clients: int, seconds: float, data_dir: Path) -> Report:
         threads = [threading.Thread(target=_client, args=(server, n, stop, samples, errors, violations, lock))
                    for n in range(clients)]
         started = time.monotonic()
-        for thread in threads:
-            thread.start()
-        stop.wait(seconds)
-        stop.set()
-        for thread in threads:
-            thread.join()
+        _run_for(threads, stop, seconds)
         elapsed = time.monotonic() - started
         report.rss_mib_end = rss_mib(server.process.pid)
     finally:
@@ -154,6 +149,16 @@ def run(clients: int, seconds: float, data_dir: Path) -> Report:
     report.errors = dict(errors)
     report.order_violations = len(violations)
     return report
+
+
+def _run_for(threads: list[threading.Thread], stop: threading.Event, seconds: float) -> None:
+    """Run `threads` for `seconds`, then set `stop` and wait for them to see it."""
+    for thread in threads:
+        thread.start()
+    stop.wait(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
 
 
 def _timed(kind: str, call: Any, stop: threading.Event, samples: dict[str, list[float]],
@@ -178,13 +183,8 @@ def _phase(server: ServerProcess, seconds: float, searchers: int, errors: collec
         calls = [("health", lambda: health.Check(health_pb2.HealthCheckRequest(), timeout=30)),
                  ("append", lambda: client.append("small", [("user", "meanwhile"), ("assistant", "ok")]))]
         calls += [("search", lambda: client.search("big", "a", match=pb.MATCH_KEYWORD, limit=32))] * searchers
-        threads = [threading.Thread(target=_timed, args=(kind, call, stop, samples, errors)) for kind, call in calls]
-        for thread in threads:
-            thread.start()
-        stop.wait(seconds)
-        stop.set()
-        for thread in threads:
-            thread.join()
+        _run_for([threading.Thread(target=_timed, args=(kind, call, stop, samples, errors)) for kind, call in calls],
+                 stop, seconds)
     return {kind: percentiles(values) for kind, values in samples.items()}
 
 
