@@ -190,7 +190,7 @@ class Archive:
         Failing commits are retried meanwhile; only when they still fail at
         the timeout does the caller get an error. A damaged index fails at once.
         """
-        self.damage.check()
+        self.check_writable()
         assert self._writer is not None  # no writer only when damaged
         self._writer.flush(timeout)
 
