@@ -191,7 +191,7 @@ def test_an_embedding_too_long_for_any_index_is_refused_before_it_is_copied(make
         assert refusal_of(lambda: client.search("s", "kept", query_embedding=huge)) == (
             grpc.StatusCode.INVALID_ARGUMENT, "EMBEDDING_TOO_LARGE")
         # Copied into Python floats, each of these cost ~60 MB: 40 of them took the server to gigabytes.
-        assert rss_mib(server.process.pid) - before < 400
+        assert rss_mib(server.process.pid) - before < 600
         assert [m.content for m in client.get_context("s").window] == ["kept"]
 
 
