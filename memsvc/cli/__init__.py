@@ -107,6 +107,10 @@ def import_directory(source: Path, settings: config.Settings) -> int:
         return 2
     try:
         archive = Archive(settings.store_dir, settings.archive_commit_seconds)
+        if archive.damage.problem is not None:
+            print(f"memsvc: cannot import into an unusable archive: {archive.damage.problem}; "
+                  f"{archive.damage.remedy}", file=sys.stderr)
+            return 2
         try:
             report = run_import(source, settings.sessions_dir, archive,
                                 progress=lambda items: tqdm(items, unit="session", file=sys.stderr))

@@ -1,6 +1,7 @@
 """Durability primitives, written once: atomic replace, in-place append,
 exclusive creation, publishing a file another library wrote, directory
-fsync, durable removal and the data-directory lock.
+fsync, durable removal, the data-directory lock, and noticing that the data
+directory was deleted or replaced under a running server.
 
 Every file memsvc itself writes goes through here (SQLite and Tantivy make
 their own files durable), so "acknowledged means on disk" has one
@@ -12,10 +13,11 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from memsvc.core import failpoints
-from memsvc.core.errors import InvalidSetting
+from memsvc.core.errors import InvalidSetting, Unavailable
 
 
 def fsync_dir(path: Path) -> None:
@@ -107,6 +109,15 @@ def truncate_file(path: Path, size: int) -> None:
         os.close(fd)
 
 
+def make_dir(path: Path) -> None:
+    """Create `path` if missing, durably, in a parent that must exist: never recreates a deleted data root."""
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        return
+    fsync_dir(path.parent)
+
+
 def ensure_dir(path: Path) -> None:
     """Create `path` (and parents) so that the new entries survive a crash."""
     missing = []
@@ -181,3 +192,38 @@ class DirectoryLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class DataPaths:
+    """Directories and files as this server found them, checked before writes.
+
+    Deleted or replaced under a running server, writes would go to unlinked
+    files (acknowledged, then gone at the next start) or into an empty tree
+    created anew; `check` refuses them instead. A check is one stat per path.
+    """
+
+    def __init__(self, paths: Sequence[Path]):
+        self._found = {path: _identity(path) for path in paths}
+
+    def missing(self) -> Path | None:
+        """The first path deleted or replaced since the server found it, or None."""
+        for path, identity in self._found.items():
+            try:
+                if _identity(path) != identity:
+                    return path
+            except OSError:
+                return path
+        return None
+
+    def check(self) -> None:
+        """Raise UNAVAILABLE `DATA_DIR_MISSING` if a path was deleted or replaced."""
+        missing = self.missing()
+        if missing is not None:
+            raise Unavailable(f"{missing} was deleted or replaced while memsvc was running, so nothing can be "
+                              "stored: restore it and restart memsvc (or restart it on an empty data directory)",
+                              reason="DATA_DIR_MISSING")
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    found = os.stat(path)
+    return found.st_dev, found.st_ino

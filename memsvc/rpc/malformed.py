@@ -1,10 +1,13 @@
-"""The interceptor that answers undecodable requests with INVALID_ARGUMENT.
+"""The interceptor that answers undecodable or oversized requests before they are decoded.
 
 grpcio turns a request whose bytes do not parse (corrupt wire format, a
 string field that is not UTF-8) into UNKNOWN before any servicer runs. This
 interceptor decodes memsvc's requests itself and hands the servicer a marker
 instead, so the caller gets INVALID_ARGUMENT with reason MALFORMED_REQUEST.
-Must never touch requests that decode.
+It also refuses, undecoded, a request far larger than any valid one of its
+service (RESOURCE_EXHAUSTED `REQUEST_TOO_LARGE`): decoded, a few megabytes
+of refused text cost many times that in memory. Must never touch requests
+that decode and fit.
 """
 
 from __future__ import annotations
@@ -15,24 +18,34 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from memsvc.core.errors import InvalidArgument
+from memsvc.core.errors import InvalidArgument, MemsvcError, ResourceExhausted
+from memsvc.lessons import validation
 from memsvc.rpc.handlers import Behaviour, rewrap
 from memsvc.rpc.status import to_status
 
 SERVICES = ("/memsvc.v1.",)
+ERROR_MEMORY = "/memsvc.v1.ErrorMemoryService/"
+ERROR_MEMORY_MAX_REQUEST_BYTES = 4 * (3 * validation.MAX_TEXT_BYTES + validation.MAX_ERROR_TEXT_BYTES)
+"Four times the largest valid lesson request (symptom, cause and action, or a lookup's error text)."
 
 
-class _Undecodable:
-    def __init__(self, error: DecodeError):
+class _Refused:
+    """Stands in for a request that is refused before the servicer sees it."""
+
+    def __init__(self, error: MemsvcError):
         self.error = error
 
 
-def _tolerant(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+def _tolerant(decode: Callable[[bytes], Any], max_bytes: int | None) -> Callable[[bytes], Any]:
     def decoded(raw: bytes) -> Any:
+        if max_bytes is not None and len(raw) > max_bytes:
+            return _Refused(ResourceExhausted(
+                f"the request is {len(raw)} bytes; no valid request of this service exceeds {max_bytes}",
+                reason="REQUEST_TOO_LARGE"))
         try:
             return decode(raw)
         except DecodeError as error:
-            return _Undecodable(error)
+            return _Refused(undecodable(error))
     return decoded
 
 
@@ -42,10 +55,10 @@ def undecodable(error: Exception) -> InvalidArgument:
                            "request type", reason="MALFORMED_REQUEST")
 
 
-def _refusing_undecodable(behaviour: Behaviour) -> Behaviour:
+def _refusing(behaviour: Behaviour) -> Behaviour:
     async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if isinstance(request, _Undecodable):
-            await context.abort_with_status(to_status(undecodable(request.error)))
+        if isinstance(request, _Refused):
+            await context.abort_with_status(to_status(request.error))
         return await behaviour(request, context)
     return checked
 
@@ -53,7 +66,9 @@ def _refusing_undecodable(behaviour: Behaviour) -> Behaviour:
 class MalformedRequests(grpc.aio.ServerInterceptor):
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
-        if (handler is None or not handler_call_details.method.startswith(SERVICES)
+        method = handler_call_details.method
+        if (handler is None or not method.startswith(SERVICES)
                 or handler.request_streaming or handler.request_deserializer is None):
             return handler
-        return rewrap(handler, _refusing_undecodable, _tolerant(handler.request_deserializer))
+        max_bytes = ERROR_MEMORY_MAX_REQUEST_BYTES if method.startswith(ERROR_MEMORY) else None
+        return rewrap(handler, _refusing, _tolerant(handler.request_deserializer, max_bytes))

@@ -1,4 +1,10 @@
-"""MemoryService: translates the per-session memory RPCs to domain calls."""
+"""MemoryService: translates the per-session memory RPCs to domain calls.
+
+Only quick, bounded work runs on the event loop. What waits (an fsync, an
+archive commit, an LLM or embedding call, the disk) runs on a worker thread,
+and searches, which compute, on the `searches` pool (offload.py), together
+with the conversion of their requests and replies.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +14,29 @@ import grpc
 
 from memsvc.app import App
 from memsvc.rpc import convert
+from memsvc.rpc.offload import FairPool
 from memsvc.rpc.status import translated
 from memsvc_client.v1 import memory_pb2 as pb
 from memsvc_client.v1 import memory_pb2_grpc
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
-    def __init__(self, app: App):
+    def __init__(self, app: App, searches: FairPool):
         self.app = app
+        self.searches = searches
 
     @translated
     async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
+        # The fsync waits off the event loop: a slow disk must not stall every other call; so do
+        # the conversions of up to max_messages_per_request messages.
+        return await asyncio.to_thread(self._append, request)
+
+    def _append(self, request: pb.AppendRequest) -> pb.AppendResponse:
         messages = [convert.new_message(message) for message in request.messages]
-        # The fsync waits off the event loop: a slow disk must not stall every other call.
-        result = await asyncio.to_thread(self.app.sessions.append, request.session_id, messages,
-                                         request.idempotency_key)
-        return pb.AppendResponse(messages=[convert.message(record) for record in result.records],
+        result = self.app.sessions.append(request.session_id, messages, request.idempotency_key)
+        # Without contents, the reply is always far smaller than the request: a stored Append is never
+        # refused for the size of its reply.
+        return pb.AppendResponse(messages=[convert.message(record, with_content=False) for record in result.records],
                                  replayed=result.replayed)
 
     @translated
@@ -52,19 +65,22 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def ListSessions(self, request: pb.ListSessionsRequest,
                            context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
-        infos, token = self.app.sessions.list_page(request.page_size, request.page_token,
-                                                   request.session_id_contains)
+        infos, token = await asyncio.to_thread(self.app.sessions.list_page, request.page_size, request.page_token,
+                                               request.session_id_contains)
         return pb.ListSessionsResponse(sessions=[convert.session_info(info) for info in infos],
                                        next_page_token=token)
 
     @translated
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
         query = convert.query(request)
-        if self.app.searcher.may_wait(query):
-            results = await asyncio.to_thread(self.app.searcher.search, query)
-        else:
+
+        def search() -> pb.SearchResponse:
             results = self.app.searcher.search(query)
-        return pb.SearchResponse(hits=[convert.hit(hit) for hit in results.hits], unsearched=results.unsearched)
+            return pb.SearchResponse(hits=[convert.hit(hit) for hit in results.hits], unsearched=results.unsearched)
+
+        if self.app.searcher.may_wait(query):  # an embedding endpoint or an index to load: not the pool's turn
+            return await asyncio.to_thread(search)
+        return await self.searches.run(query.session_id, search)
 
     @translated
     async def Compact(self, request: pb.CompactRequest, context: grpc.aio.ServicerContext) -> pb.CompactResponse:

@@ -8,6 +8,7 @@ error: the domain does.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -57,7 +58,9 @@ def translated(method: Handler) -> Handler:
             raise
         except MemsvcError as error:
             await context.abort_with_status(to_status(error))
-        except Exception:
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # a Rust panic in a native library is a BaseException: still INTERNAL
             log.exception("unexpected error", extra={"rpc": method.__name__})
             await context.abort_with_status(to_status(MemsvcError(
                 f"internal error in {method.__name__}; the server log has the details", reason="INTERNAL")))

@@ -279,7 +279,7 @@ class SessionVectors:
                     self.manifest = Manifest(embedder=embedder.name, dimension=embedder.dimension)
                 manifest, on_disk, segment = self.manifest, self.on_disk, self.segment
             if not on_disk:
-                durable.ensure_dir(self.directory)
+                durable.make_dir(self.directory)  # never recreating a data directory deleted under the server
                 files.create_manifest(self.directory, manifest)
             TailWriter(self.directory / files.tail_name(segment), manifest.dimension).append(rows, vectors)
             with self.lock:

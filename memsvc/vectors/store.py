@@ -334,9 +334,9 @@ class VectorStore:
         if state.needs_build(self.tuning.rebuild_rows):
             self._notify(state.id, self._builds)
 
-    def close(self) -> None:
-        """Store what is ready (client-supplied vectors above all) for up to DRAIN_SECONDS, then stop."""
-        deadline = time.monotonic() + DRAIN_SECONDS
+    def close(self, timeout: float = DRAIN_SECONDS) -> None:
+        """Store what is ready (client-supplied vectors above all) for up to `timeout` seconds, then stop."""
+        deadline = time.monotonic() + timeout
         with self._wake:
             while self._ready and (left := deadline - time.monotonic()) > 0:
                 def progressed(seen: int = self._embedded_batches) -> bool:
@@ -350,4 +350,4 @@ class VectorStore:
         for state in states:
             state.stop_build()
         for thread in self._threads:
-            thread.join(timeout=10)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -8,8 +8,10 @@ only the closing bracket and a crash can only tear the last line:
     ,{"id":2,...},{"id":3,...}
     ]
 
-Owns reading (with repair of a torn tail), appending in place and whole
-rewrites. Must never decide what to store: that is sessions.py.
+Owns reading (with repair of a torn tail, and of ids out of order or
+repeated: ids are never renumbered, since the archive and the summary cursor
+know messages by id), appending in place and whole rewrites. Must never decide
+what to store: that is sessions.py.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class Decoded(msgspec.Struct):
     "Already in the one-append-per-line layout with increasing ids: nothing to rewrite."
     complete: bool
     "Every byte was understood; False when damaged lines were dropped."
+    reordered: bool = False
+    "Ids were out of order or repeated: sorted, and a repeated id given to another message got a new one."
 
 
 def decode(data: bytes) -> Decoded:
@@ -86,12 +90,14 @@ def decode(data: bytes) -> Decoded:
                 return Decoded(records, canonical=True, complete=True)
     lenient = _decode_lenient(data)
     if lenient is None:
-        return Decoded(_salvage_lines(data), canonical=False, complete=False)
-    return Decoded(lenient, canonical=False, complete=True)
+        salvaged, reordered = _in_id_order(_salvage_lines(data))
+        return Decoded(salvaged, canonical=False, complete=False, reordered=reordered)
+    records, reordered = lenient
+    return Decoded(records, canonical=False, complete=True, reordered=reordered)
 
 
 def load(path: Path) -> LoadedHistory:
-    """Read a history file, repairing it in place if a crash tore its tail.
+    """Read a history file, repairing it in place if a crash tore its tail or its ids are out of order.
 
     A damaged original is kept beside it (`history.json.damaged-<ns>`) before
     any repair, so nothing is ever dropped silently.
@@ -103,11 +109,12 @@ def load(path: Path) -> LoadedHistory:
     decoded = decode(data)
     if decoded.canonical:
         return LoadedHistory(decoded.records, len(data))
-    if not decoded.complete:
+    if not decoded.complete or decoded.reordered:
         kept = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
         durable.atomic_write(kept, data)
-        log.warning("repaired damaged history", extra={"path": str(path), "kept_copy": kept.name,
-                                                       "records_kept": len(decoded.records)})
+        log.warning("repaired damaged history", extra={
+            "path": str(path), "kept_copy": kept.name, "records_kept": len(decoded.records),
+            "lines_dropped": not decoded.complete, "ids_out_of_order": decoded.reordered})
     size = rewrite(path, decoded.records)
     return LoadedHistory(decoded.records, size, repaired=True)
 
@@ -127,20 +134,44 @@ def _ids_increasing(records: list[Record]) -> bool:
     return True
 
 
-def _decode_lenient(data: bytes) -> list[Record] | None:
-    """Decode a whole, valid array in any layout; None if it is not valid JSON."""
+def _decode_lenient(data: bytes) -> tuple[list[Record], bool] | None:
+    """Decode a whole, valid array in any layout, and whether its ids had to be put in order;
+    None if it is not valid JSON."""
     try:
         records = _records.decode(data)
     except msgspec.ValidationError:
         try:
-            return _renumber(_legacy_records.decode(data))
+            return _renumber(_legacy_records.decode(data)), False
         except msgspec.DecodeError:
             return None
     except msgspec.DecodeError:
         return None
-    if not _ids_increasing(records):
-        records = [msgspec.structs.replace(record, id=index) for index, record in enumerate(records, start=1)]
-    return records
+    return _in_id_order(records)
+
+
+def _in_id_order(records: list[Record]) -> tuple[list[Record], bool]:
+    """`records` by increasing id, and whether they needed it.
+
+    Never renumbers: archived copies and the summary cursor name messages by
+    id, so a message keeps its id. An exact repeat of a record is dropped; a
+    different message holding an id already taken (or none) gets a new id
+    above every other, so no id ever names two messages.
+    """
+    if _ids_increasing(records):
+        return records, False
+    ordered: list[Record] = []
+    clashing: list[Record] = []
+    for record in sorted(records, key=lambda record: record.id):
+        if ordered and record.id == ordered[-1].id:
+            if record != ordered[-1]:
+                clashing.append(record)
+        elif record.id <= 0:
+            clashing.append(record)
+        else:
+            ordered.append(record)
+    highest = ordered[-1].id if ordered else 0
+    ordered += [msgspec.structs.replace(record, id=highest + offset) for offset, record in enumerate(clashing, 1)]
+    return ordered, True
 
 
 def _renumber(legacy: list[_LegacyRecord]) -> list[Record]:

@@ -2,8 +2,11 @@
 
 Owns where history.json may be cut (only after an assistant message), the
 rule that a message leaves history.json only once the archive has committed
-it, auto compaction off the Append path, and the cleanup of idle `temp-`
-sessions. Must never write a store's files itself: each store does that.
+it, auto compaction off the Append path, Reset and RemoveSession as one
+step across the stores (an intent record first, intents.py; an interrupted
+one is completed at start, at the next Reset or RemoveSession of the
+session, or by the minute job), and the cleanup of idle `temp-` sessions.
+Must never write a store's files itself: each store does that.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from contextlib import AbstractContextManager, ExitStack
 import msgspec
 
 from memsvc.core import failpoints
-from memsvc.core.errors import MemsvcError, NotFound
+from memsvc.core.errors import FailedPrecondition, MemsvcError, NotFound
 from memsvc.core.ids import TEMP_PREFIX
 from memsvc.core.records import Record
 from memsvc.core.units import NANOS_PER_SECOND
 from memsvc.runtime import metrics
 from memsvc.window import history
 from memsvc.window.derived import ArchiveOfRecord
+from memsvc.window.intents import Action, Intent
 from memsvc.window.sessions import Session, Sessions
 
 log = logging.getLogger(__name__)
@@ -122,6 +126,7 @@ class Lifecycle:
 
     def compact(self, session_id: str) -> Compacted:
         """Manual Compact: keep the window, cut on a pair boundary."""
+        self.sessions.storage.check()
         self.sessions.require(session_id)
         keep = self.sessions.settings.max_history_messages
         return self._compact(session_id, lambda session: pair_boundary(session.records, len(session.records) - keep),
@@ -175,45 +180,105 @@ class Lifecycle:
             except MemsvcError as exc:
                 log.error("auto compaction failed; retried at the next append", extra={
                     "session": session_id, "reason": exc.reason})
+            except Exception:  # this worker must outlive any one session's failure
+                log.exception("auto compaction failed; retried at the next append", extra={"session": session_id})
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the auto-compaction worker after the compaction in flight (waiting at most `timeout`)."""
         self.queue.close()
-        self._worker.join()
+        self._worker.join(timeout)
 
     # -- reset and removal -----------------------------------------------------
 
     def reset(self, session_id: str, keep_summary: bool) -> Deleted:
-        self.sessions.require(session_id)
-        with self._excluding(session_id), self.sessions.writing(session_id) as session:
-            deleted = self._clear_derived(session_id)
-            deleted.history_messages, deleted.summary = self.sessions.clear(session, drop_summary=not keep_summary)
-        log.info("reset", extra={"session": session_id, "keep_summary": keep_summary})
-        return deleted
+        return self._clear(session_id, "reset" if keep_summary else "reset_all")
 
     def remove(self, session_id: str) -> Deleted:
+        return self._clear(session_id, "remove")
+
+    def _clear(self, session_id: str, action: Action) -> Deleted:
+        """Reset or remove a session in every store, as one step: an intent first, then each store."""
+        self.sessions.storage.check()
+        self.archive.check_writable()  # refuse before anything changes, not half way
+        self.finish_interrupted(session_id)
         self.sessions.require(session_id)
         with self._excluding(session_id), self.sessions.writing(session_id) as session:
-            deleted = self._clear_derived(session_id)
-            deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
-            self.sessions.remove(session)
-        log.info("removed session", extra={"session": session_id})
+            if not session.directory.is_dir():  # removed while this call waited for the session
+                raise NotFound(f"session {session_id!r} does not exist", reason="SESSION_NOT_FOUND")
+            intent = Intent(session_id, action, session.next_id)
+            self.sessions.intents.begin(intent)
+            deleted = self._apply(session, intent, fresh=True)
+        log.info("reset" if action != "remove" else "removed session", extra={"session": session_id,
+                                                                              "action": action})
         return deleted
+
+    def _apply(self, session: Session, intent: Intent, fresh: bool = False) -> Deleted:
+        """Do what `intent` says in every store, then forget it; the caller holds the session.
+
+        `fresh`: the intent was just recorded, so no store has been touched for it yet.
+        """
+        try:
+            failpoints.hit("lifecycle.clear.intended")
+            deleted = Deleted(archived_messages=self.archive.cleared(session.id))
+        except FailedPrecondition:
+            if not fresh:
+                self.sessions.intents.failed(intent)
+                raise
+            # The archive goes first, and refused the clear without committing any of it (it is damaged):
+            # no store has changed, so the operation is simply not done.
+            self.sessions.intents.done(session.id)
+            raise
+        except BaseException:
+            self.sessions.intents.failed(intent)
+            raise
+        try:
+            for store in self.sessions.derived:
+                if store is not self.archive:
+                    deleted.vectors += store.cleared(session.id)
+            failpoints.hit("lifecycle.clear.derived")
+            if intent.action == "remove":
+                deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
+                self.sessions.remove(session)
+            elif session.directory.is_dir():  # (one deleted from outside has nothing left to clear)
+                deleted.history_messages, deleted.summary = self.sessions.clear(
+                    session, drop_summary=intent.action == "reset_all", next_id=intent.next_id)
+            self.sessions.intents.done(session.id)
+        except BaseException:
+            self.sessions.intents.failed(intent)
+            raise
+        return deleted
+
+    def finish_interrupted(self, session_id: str | None = None) -> int:
+        """Complete the interrupted Resets and removals (of one session, or all); returns how many
+        were completed. At start, by a job each minute, and before a new Reset or removal."""
+        finished = 0
+        for intent in self.sessions.intents.all_interrupted():
+            if session_id is not None and intent.session_id != session_id:
+                continue
+            try:
+                with self._excluding(intent.session_id), \
+                        self.sessions.writing(intent.session_id, resuming=True) as session:
+                    if self.sessions.intents.interrupted(intent.session_id) is not intent:
+                        continue  # completed meanwhile
+                    self._apply(session, intent)
+            except Exception as exc:
+                if session_id is not None:
+                    raise
+                log.error("interrupted reset or removal still cannot be completed; retried in a minute",
+                          exc_info=not isinstance(exc, MemsvcError), extra={
+                              "session": intent.session_id, "action": intent.action,
+                              "reason": getattr(exc, "reason", type(exc).__name__)})
+                continue
+            finished += 1
+            log.info("completed an interrupted reset or removal", extra={
+                "session": intent.session_id, "action": intent.action})
+        return finished
 
     def _excluding(self, session_id: str) -> ExitStack:
         stack = ExitStack()
         for hold in self.exclusive:
             stack.enter_context(hold(session_id))
         return stack
-
-    def _clear_derived(self, session_id: str) -> Deleted:
-        deleted = Deleted()
-        for store in self.sessions.derived:
-            count = store.cleared(session_id)
-            if store is self.archive:
-                deleted.archived_messages = count
-            else:
-                deleted.vectors += count
-        return deleted
 
     def remove_idle_temporary(self) -> list[str]:
         """Remove `temp-` sessions idle for 30 minutes, from every store."""

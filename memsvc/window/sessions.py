@@ -1,11 +1,14 @@
 """Sessions: tier 1, the source of truth for recent messages.
 
 Owns `sessions/<id>/` (history.json, and the directory's life: a Reset
-deletes the summary tier's files by name), the in-memory copy of each open
-session's recent messages, id assignment, idempotency, validation
-of what is appended, and one writer per session. Open sessions are kept in
-memory (least recently used closed past `max_open_sessions`) so no request
-re-decodes history.json. Must never block on, or know about, the derived
+deletes the summary tier's files by name) and `sessions/.intent-*` (the
+records of Resets and removals in progress, intents.py), the in-memory copy
+of each open session's recent messages, id assignment, idempotency, and one
+writer per session. What an Append may carry is incoming.py's. Sessions
+whose Reset or removal was interrupted are refused until it is completed,
+and nothing is written once the data directory was deleted under the
+server. Open sessions are kept in memory (least recently used closed past
+`max_open_sessions`) so no request re-decodes history.json. Must never block on, or know about, the derived
 stores (archive, vectors): they learn of changes through the DerivedStore
 calls and catch up in their own time.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,26 +28,19 @@ import msgspec
 
 from memsvc.core import durable
 from memsvc.core.config import Settings
-from memsvc.core.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, storage_error
+from memsvc.core.errors import FailedPrecondition, NotFound, ResourceExhausted, Unavailable, storage_error
 from memsvc.core.ids import check_session_id, is_session_id
-from memsvc.core.records import ROLES, Record
+from memsvc.core.records import Record
 from memsvc.runtime import metrics
 from memsvc.window import history, legacy
 from memsvc.window.derived import DerivedStore, EmbeddingSink
+from memsvc.window.incoming import NewMessage as NewMessage  # re-exported: callers build it from here
+from memsvc.window.incoming import check_append
+from memsvc.window.intents import Intents
 
-MAX_SENDER_CHARS = 256
-MAX_IDEMPOTENCY_KEY_CHARS = 256
+log = logging.getLogger(__name__)
+
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 100, 1000
-
-
-class NewMessage(msgspec.Struct, kw_only=True):
-    role: str
-    content: str
-    sender: str = ""
-    send_at: int = 0
-    "UTC Unix nanoseconds; 0 means now (or the time in a legacy header)."
-    embedding: list[float] = []
-    "A client-supplied embedding; empty means the server's embedder makes one."
 
 
 class AppendResult(msgspec.Struct):
@@ -71,7 +68,13 @@ class Session:
         self.next_id_path = directory / ".next_id"
         self.lock = threading.Lock()
         self.closed = False
-        loaded = history.load(self.history_path)
+        try:
+            loaded = history.load(self.history_path)
+        except IsADirectoryError:
+            raise FailedPrecondition(f"{self.history_path} is a directory, not a file: move it aside to use "
+                                     f"session {session_id!r}", reason="HISTORY_UNREADABLE") from None
+        except OSError as exc:
+            raise storage_error(exc, f"opening session {session_id}") from exc
         self.records: list[Record] = loaded.records
         self.size = loaded.size
         self.replies: dict[str, list[Record]] = {}
@@ -79,10 +82,18 @@ class Session:
             if record.idempotency_key:
                 self.replies.setdefault(record.idempotency_key, []).append(record)
         self._lowered: dict[int, str] = {}
+        self.floor_id = self._read_floor()
+
+    def _read_floor(self) -> int:
+        """The id after the last one a Reset removed (1 when the session was never reset)."""
         try:
-            self.floor_id = int(self.next_id_path.read_text())
-        except (FileNotFoundError, ValueError):
-            self.floor_id = 1
+            return int(self.next_id_path.read_bytes())
+        except FileNotFoundError:
+            return 1
+        except (OSError, ValueError) as exc:
+            log.warning("unreadable .next_id left in place; ids continue after those in history.json",
+                        extra={"path": str(self.next_id_path), "error": str(exc)})
+            return 1
 
     @property
     def next_id(self) -> int:
@@ -118,6 +129,9 @@ class Sessions:
         self._registry = threading.Lock()
         durable.ensure_dir(self.root)
         durable.sweep_deleted(self.root)
+        self.storage = durable.DataPaths([Path(settings.data_dir), self.root])
+        "Checked before every write: the data directory must still be the one opened."
+        self.intents = Intents(self.root)
         self.stored = sum(1 for entry in self.root.iterdir() if entry.is_dir() and is_session_id(entry.name))
         "Session directories on disk, counted against max_sessions."
         metrics.gauge("sessions", "Sessions stored on disk.", lambda: self.stored)
@@ -131,7 +145,11 @@ class Sessions:
     def exists(self, session_id: str) -> bool:
         return self.directory(session_id).is_dir()
 
-    def _get(self, session_id: str) -> Session:
+    def _get(self, session_id: str, resuming: bool = False) -> Session:
+        interrupted = self.intents.interrupted(session_id)
+        if interrupted is not None and not resuming:
+            raise Unavailable(f"an interrupted {interrupted.action.replace('_', ' ')} of session {session_id!r} is "
+                              "being completed; retry shortly", reason="SESSION_BEING_CLEARED")
         with self._registry:
             session = self._open.get(session_id)
             if session is not None:
@@ -158,10 +176,13 @@ class Sessions:
                 return  # every open session is busy: over the limit until one is free
 
     @contextmanager
-    def writing(self, session_id: str) -> Iterator[Session]:
-        """The session, locked against other writers for the block."""
+    def writing(self, session_id: str, resuming: bool = False) -> Iterator[Session]:
+        """The session, locked against other writers for the block.
+
+        `resuming`: the caller completes the session's interrupted Reset or removal (lifecycle.py).
+        """
         while True:
-            session = self._get(session_id)
+            session = self._get(session_id, resuming)
             with session.lock:
                 if not session.closed:
                     yield session
@@ -170,6 +191,7 @@ class Sessions:
     def reading(self, session_id: str) -> Session | None:
         """The open session for readers, or None when it has never been written."""
         if not self.exists(session_id):
+            self.storage.check()  # not "no such session" when the whole data directory is gone
             return None
         return self._get(session_id)
 
@@ -178,10 +200,7 @@ class Sessions:
     def append(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "") -> AppendResult:
         """Store `messages` durably at the end of the session, then tell the derived stores."""
         check_session_id(session_id)
-        self._check_messages(messages)
-        if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
-            raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
-                                  reason="IDEMPOTENCY_KEY_TOO_LONG")
+        check_append(messages, idempotency_key, self.settings)
         embeddings = [message.embedding for message in messages]
         supplied = any(embeddings)
         if supplied:
@@ -190,6 +209,7 @@ class Sessions:
                                          reason="EMBEDDINGS_NOT_ACCEPTED")
             self.embeddings.check(session_id, embeddings)
         records = [self._record(message, idempotency_key) for message in messages]
+        self.storage.check()
         with self.writing(session_id) as session:
             if idempotency_key and idempotency_key in session.replies:
                 return AppendResult(session.replies[idempotency_key], replayed=True)
@@ -224,35 +244,11 @@ class Sessions:
                     "setting; existing sessions keep working", reason="SESSION_QUOTA_EXCEEDED")
             self.stored += 1
         try:
-            durable.ensure_dir(directory)
+            durable.make_dir(directory)
         except BaseException:
             with self._registry:
                 self.stored -= 1
             raise
-
-    def _check_messages(self, messages: list[NewMessage]) -> None:
-        if not messages:
-            raise InvalidArgument("messages is empty: send at least one message", reason="NO_MESSAGES")
-        if len(messages) > self.settings.max_messages_per_request:
-            raise InvalidArgument(
-                f"{len(messages)} messages in one Append; at most {self.settings.max_messages_per_request}",
-                reason="TOO_MANY_MESSAGES")
-        for index, message in enumerate(messages):
-            where = f"messages[{index}]"
-            if message.role not in ROLES:
-                raise InvalidArgument(f"{where}.role must be one of {', '.join(ROLES)}", reason="INVALID_ROLE")
-            if not message.content.strip():
-                raise InvalidArgument(f"{where}.content is empty", reason="EMPTY_CONTENT")
-            size = len(message.content.encode("utf-8", "surrogatepass"))
-            if size > self.settings.max_message_bytes:
-                raise InvalidArgument(
-                    f"{where}.content is {size} bytes; at most {self.settings.max_message_bytes} "
-                    "(max_message_bytes): split it or store it elsewhere", reason="MESSAGE_TOO_LARGE")
-            if len(message.sender) > MAX_SENDER_CHARS:
-                raise InvalidArgument(f"{where}.sender is longer than {MAX_SENDER_CHARS} characters",
-                                      reason="SENDER_TOO_LONG")
-            if message.send_at < 0:
-                raise InvalidArgument(f"{where}.send_at_unix_nano is negative", reason="INVALID_TIME")
 
     def _record(self, message: NewMessage, idempotency_key: str) -> Record:
         content, sender, send_at = legacy.resolve(message.content, message.sender, message.send_at)
@@ -296,21 +292,19 @@ class Sessions:
 
     def _info(self, session_id: str) -> SessionInfo | None:
         directory = self.root / session_id
-        try:
-            stat = (directory / "history.json").stat()
-            size, modified = stat.st_size, stat.st_mtime_ns
-        except FileNotFoundError:
-            size, modified = 0, 0
-        has_summary = (directory / "summary.json").exists()
+        path = directory / "history.json"
         with self._registry:
             session = self._open.get(session_id)
-        if session is not None:
-            count = len(session.records)
-        elif size:
-            count = _count_records(directory / "history.json")
-        else:
-            count = 0
-        return SessionInfo(session_id, count, size, modified, has_summary)
+        try:
+            stat = path.stat()
+            size, modified = stat.st_size, stat.st_mtime_ns
+            count = len(session.records) if session is not None else _count_records(path) if size else 0
+        except FileNotFoundError:
+            size, modified, count = 0, 0, 0
+        except OSError as exc:  # one unreadable session must not fail the listing of every other
+            log.warning("history unreadable while listing sessions", extra={"path": str(path), "error": str(exc)})
+            size, modified, count = 0, 0, 0
+        return SessionInfo(session_id, count, size, modified, (directory / "summary.json").exists())
 
     # -- cutting (the caller holds session.lock; lifecycle.py decides when) -----
 
@@ -325,12 +319,14 @@ class Sessions:
         session._lowered = {}
         return removed
 
-    def clear(self, session: Session, drop_summary: bool) -> tuple[int, bool]:
-        """Delete history.json (and summary.json); returns (messages deleted, summary deleted)."""
+    def clear(self, session: Session, drop_summary: bool, next_id: int) -> tuple[int, bool]:
+        """Delete history.json (and summary.json), ids continuing from `next_id`; returns
+        (messages deleted, summary deleted)."""
         count = len(session.records)
+        next_id = max(next_id, session.next_id)
         try:
-            durable.atomic_write(session.next_id_path, str(session.next_id).encode())
-            session.floor_id = session.next_id
+            durable.atomic_write(session.next_id_path, str(next_id).encode())
+            session.floor_id = next_id
             durable.remove_file(session.history_path)
             summary_deleted = False
             if drop_summary:
@@ -378,7 +374,4 @@ def _count_records(path: Path) -> int:
     Every stored record starts with `{"id":` and that byte sequence cannot
     occur inside a JSON string (its quotes would be escaped).
     """
-    try:
-        return path.read_bytes().count(b'{"id":')
-    except FileNotFoundError:
-        return 0
+    return path.read_bytes().count(b'{"id":')

@@ -1,4 +1,4 @@
-"""kill -9 right after a burst of acknowledged Appends loses none of them."""
+"""kill -9 right after a burst of acknowledged Appends loses none of them; the seeded kill loop, short."""
 
 import msgspec
 
@@ -38,3 +38,4 @@ def test_short_kill_loop_loses_nothing(tmp_path):
     assert findings.iterations == 6 and findings.acknowledged > 0
     assert findings.problems == []
     assert findings.verified == findings.acknowledged
+    assert sum(findings.clears.values()) > 0, "the clients reset and removed their sessions too"

@@ -277,3 +277,13 @@ def test_two_runs_on_one_session_never_overlap(world, llm_server):
         thread.join()
     assert sorted(result.count for result in results) == [0, 2]
     assert llm_server.max_in_flight == 1 and len(llm_server.calls("sum")) == 1
+
+
+def test_an_unreadable_cursor_stops_summarizing_and_is_left_in_place(world, llm_server):
+    world.say("s", ("user", "hi"), ("assistant", "hello"))
+    cursor = world.directory("s") / CURSOR_FILE
+    cursor.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(FailedPrecondition) as caught:
+        world.summarizer.summarize("s")
+    assert caught.value.reason == "SUMMARY_CURSOR_UNREADABLE" and str(cursor) in caught.value.message
+    assert cursor.read_bytes() == b"\xff\xfe not utf-8" and not llm_server.calls()

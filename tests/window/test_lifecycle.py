@@ -1,11 +1,14 @@
 import os
+import threading
+import time
 
 import pytest
 
-from memsvc.core.errors import NotFound
+from memsvc.core.errors import FailedPrecondition, NotFound, Unavailable
 from memsvc.core.records import Record
+from memsvc.window.intents import Intent
 from memsvc.window.lifecycle import CompactionQueue, Lifecycle, cut_for_size, pair_boundary
-from memsvc.window.sessions import NewMessage
+from memsvc.window.sessions import NewMessage, Sessions
 from tests.support import talk
 
 
@@ -105,3 +108,57 @@ def test_reset_waits_while_another_writer_holds_the_session(world):
     resetting.join()
     lifecycle.close()
     assert sessions.window("s") == []
+
+
+def test_an_interrupted_reset_is_completed_before_the_session_is_used_again(world):
+    sessions, archive, lifecycle, _ = world
+    talk(sessions, "s", 4)
+    lifecycle.compact("s")
+    next_id = sessions.reading("s").next_id
+    # Killed half way: the intent recorded, the archive cleared, history.json still there.
+    sessions.intents.begin(Intent("s", "reset", next_id))
+    archive.cleared("s")
+    reopened = Sessions(sessions.settings, derived=[archive], embeddings=None, on_oversize=lambda session_id: None)
+    with pytest.raises(Unavailable) as refused:
+        reopened.append("s", [NewMessage(role="user", content="too early")])
+    assert refused.value.reason == "SESSION_BEING_CLEARED"
+    resumed = Lifecycle(reopened, archive, CompactionQueue())
+    try:
+        assert resumed.finish_interrupted() == 1
+        assert reopened.window("s") == [] and archive.count("s") == 0
+        assert not list(reopened.root.glob(".intent-*"))
+        assert reopened.append("s", [NewMessage(role="user", content="after")]).records[0].id == next_id
+    finally:
+        resumed.close()
+
+
+def test_a_reset_refused_by_a_damaged_archive_changes_nothing(world):
+    sessions, archive, lifecycle, _ = world
+    talk(sessions, "s", 2)
+    archive.damage.found("a test says so")
+    with pytest.raises(FailedPrecondition) as refused:
+        lifecycle.reset("s", keep_summary=False)
+    assert refused.value.reason == "ARCHIVE_DAMAGED"
+    assert len(sessions.window("s")) == 2 and sessions.intents.interrupted("s") is None
+    assert not list(sessions.root.glob(".intent-*"))
+
+
+def test_a_reset_waiting_for_a_removal_finds_the_session_gone(world):
+    sessions, _, lifecycle, _ = world
+    talk(sessions, "s", 1)
+    outcome: list[BaseException | None] = []
+
+    def reset() -> None:
+        try:
+            lifecycle.reset("s", keep_summary=True)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    with sessions.writing("s") as session:  # a removal holds the session
+        waiting = threading.Thread(target=reset)
+        waiting.start()
+        time.sleep(0.2)  # time for the Reset to see the session and wait for it
+        sessions.remove(session)
+    waiting.join()
+    assert isinstance(outcome[0], NotFound), outcome

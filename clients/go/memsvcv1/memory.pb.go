@@ -467,13 +467,16 @@ func (x *AppendRequest) GetIdempotencyKey() string {
 	return ""
 }
 
-// AppendResponse echoes the stored messages.
+// AppendResponse acknowledges the stored messages.
 type AppendResponse struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The stored messages with their ids and send times.
+	// The stored messages, in order, each with its id, role, sender and send
+	// time; content is left empty (the caller sent it), so the reply stays
+	// small whatever the request held and a stored Append is never refused for
+	// the size of its reply.
 	Messages []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
 	// True when the idempotency key matched an earlier Append and nothing new
 	// was stored.

@@ -109,13 +109,16 @@ export const AppendRequestSchema: GenMessage<AppendRequest> = /*@__PURE__*/
   messageDesc(file_memsvc_v1_memory, 1);
 
 /**
- * AppendResponse echoes the stored messages.
+ * AppendResponse acknowledges the stored messages.
  *
  * @generated from message memsvc.v1.AppendResponse
  */
 export type AppendResponse = Message$1<"memsvc.v1.AppendResponse"> & {
   /**
-   * The stored messages with their ids and send times.
+   * The stored messages, in order, each with its id, role, sender and send
+   * time; content is left empty (the caller sent it), so the reply stays
+   * small whatever the request held and a stored Append is never refused for
+   * the size of its reply.
    *
    * @generated from field: repeated memsvc.v1.Message messages = 1;
    */
