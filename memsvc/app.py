@@ -12,6 +12,8 @@ import time
 from memsvc.archive.index import Archive
 from memsvc.core.config import Settings
 from memsvc.core.units import seconds_to_nanos
+from memsvc.fit import refresh
+from memsvc.fit.fitter import Fitter
 from memsvc.lessons.store import Lessons
 from memsvc.runtime.jobs import Scheduler
 from memsvc.search.hybrid import HybridSearch
@@ -36,6 +38,7 @@ class App:
         summary_model, decision_model = self.models = llm.models(settings)
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
+        self.model_table = refresh.from_settings(settings)
         self.jobs = Scheduler()
 
         self.archive = Archive(settings.store_dir, settings.archive_commit_seconds)
@@ -58,6 +61,10 @@ class App:
         self.lessons = Lessons(settings.store_dir / "lessons.sqlite3", ttl_days=settings.error_ttl_days,
                                clock=lambda: time.time_ns() + offset, embedder=self.embedder)
 
+        # In-run compaction: the model table refreshes itself in the background, never on a request.
+        self.fitter = Fitter(settings, self.model_table, self.summarizer, summary_model)
+        self.model_table.start()
+
         self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
         self.jobs.register("temp-cleanup", "* * * * *", self.lifecycle.remove_idle_temporary)
         self.jobs.register("lesson-purge", settings.error_purge_schedule, self.lessons.purge_expired)
@@ -67,6 +74,7 @@ class App:
         """Flush and stop background work; called once, after the last RPC."""
         self.summarizer.stop()
         self.jobs.stop()
+        self.model_table.close()
         for model in filter(None, self.models):
             model.endpoint.close()
         self.lifecycle.close()

@@ -15,6 +15,7 @@ certificates; `tls=True` alone trusts the system's CAs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Self
 
@@ -23,10 +24,13 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from memsvc.v1 import error_memory_pb2 as epb
-from memsvc.v1 import error_memory_pb2_grpc, memory_pb2_grpc
+from memsvc.v1 import error_memory_pb2_grpc, fit_pb2_grpc, memory_pb2_grpc
+from memsvc.v1 import fit_pb2 as fpb
 from memsvc.v1 import memory_pb2 as pb
 
 DEFAULT_TIMEOUT = 10.0
+FIT_TIMEOUT = 300.0
+"FitContext's default deadline: its stages may wait for the summary model."
 ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
 
 
@@ -71,6 +75,7 @@ class Client:
             self.channel = grpc.insecure_channel(target, options=list(options))
         self.memory = memory_pb2_grpc.MemoryServiceStub(self.channel)
         self.errors = error_memory_pb2_grpc.ErrorMemoryServiceStub(self.channel)
+        self.fit = fit_pb2_grpc.FitServiceStub(self.channel)
 
     def __enter__(self) -> Self:
         return self
@@ -125,6 +130,23 @@ class Client:
                       timeout: float | None = None) -> pb.ListSessionsResponse:
         return self._call(self.memory.ListSessions,
                           pb.ListSessionsRequest(page_size=page_size, page_token=page_token), timeout)
+
+    # -- FitService ------------------------------------------------------------
+
+    def fit_context(self, session_id: str, vendor: str, model: str, messages: Iterable[dict[str, Any] | str], *,
+                    overflow: bool = False, previous_model: str = "", context_window: int = 0,
+                    reserved_tokens: int = 0, timeout: float | None = None) -> fpb.FitContextResponse:
+        """The run's messages (chat-completions dicts or their JSON) fitted to `model`'s window.
+
+        The reply's `messages` are JSON strings: `[json.loads(m) for m in reply.messages]`.
+        It may call the summary model, so its default deadline is FIT_TIMEOUT, not the client's.
+        """
+        request = fpb.FitContextRequest(
+            session_id=session_id, vendor=vendor, model=model,
+            messages=[m if isinstance(m, str) else json.dumps(m, ensure_ascii=False) for m in messages],
+            overflow=overflow, previous_model=previous_model, context_window=context_window,
+            reserved_tokens=reserved_tokens)
+        return self._call(self.fit.FitContext, request, timeout or max(self.timeout, FIT_TIMEOUT))
 
     # -- ErrorMemoryService --------------------------------------------------
 

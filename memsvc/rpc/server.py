@@ -24,17 +24,19 @@ from memsvc.core.durable import DirectoryLock, ensure_dir
 from memsvc.core.errors import InvalidSetting
 from memsvc.rpc import auth
 from memsvc.rpc.error_memory import ErrorMemoryServicer
+from memsvc.rpc.fit import FitServicer
 from memsvc.rpc.instrument import Metrics
 from memsvc.rpc.malformed import MalformedRequests
 from memsvc.rpc.memory import MemoryServicer
 from memsvc.runtime.metrics import MetricsListener
-from memsvc.v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
+from memsvc.v1 import error_memory_pb2, error_memory_pb2_grpc, fit_pb2, fit_pb2_grpc, memory_pb2, memory_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = (
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"].full_name,
+    fit_pb2.DESCRIPTOR.services_by_name["FitService"].full_name,
 )
 UNIX_PREFIX = "unix://"
 EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
@@ -119,6 +121,7 @@ class Server:
         self.app = await asyncio.to_thread(App, self.settings)
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(self.app), self.grpc)
         error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(ErrorMemoryServicer(self.app), self.grpc)
+        fit_pb2_grpc.add_FitServiceServicer_to_server(FitServicer(self.app), self.grpc)
         reflection.enable_server_reflection(SERVICE_NAMES + (health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.grpc)
         bound = [_bind(self.grpc, address, tls) for address in self.settings.listen]
