@@ -1,3 +1,3 @@
 """The suite's shared fixtures live in tests/support; this only registers them."""
 
-pytest_plugins = ["tests.support", "tests.support.llm_server"]
+pytest_plugins = ["tests.support", "tests.support.llm_server", "tests.support.json_server"]

@@ -38,10 +38,39 @@ class Call(msgspec.Struct, frozen=True, gc=False):
     arguments: str
 
 
+class _Function(msgspec.Struct):
+    name: str = ""
+    arguments: str | dict[str, Any] = ""
+    "Some servers send the arguments as an object rather than as its JSON text."
+
+
+class _ToolCall(msgspec.Struct):
+    function: _Function
+    id: str = ""
+
+
+class _Part(msgspec.Struct):
+    type: str = ""
+    text: str | None = None
+
+
+class _Shape(msgspec.Struct):
+    """The fields memsvc reads; msgspec checks their types, the others stay in the raw text."""
+
+    role: str
+    content: str | list[_Part] | None = None
+    tool_calls: list[_ToolCall] | None = None
+    function_call: _Function | None = None
+    tool_call_id: str = ""
+    name: str | None = None
+
+
+_decode_shape = msgspec.json.Decoder(_Shape).decode
+
+
 class ChatMessage(msgspec.Struct, frozen=True):
     raw: str
     "The JSON object as it came, or as memsvc wrote it."
-    data: dict[str, Any]
     role: str
     text: str
     "The content's text: the string, or its text parts joined."
@@ -51,6 +80,14 @@ class ChatMessage(msgspec.Struct, frozen=True):
     "The tool calls of an assistant message (or its legacy function_call)."
     call_id: str
     "The tool_call_id of a tool result."
+    name: str
+    "The optional participant name (or the legacy result's function name)."
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """Every field, unknown ones included."""
+        decoded: dict[str, Any] = _decode(self.raw)
+        return decoded
 
     @property
     def is_system(self) -> bool:
@@ -102,7 +139,7 @@ def plain(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
             lines += [f"[tool call {call.name} id={call.id}] {call.arguments}" for call in message.calls]
             rendered.append(new("assistant", "\n".join(lines), message, drop=_CALL_KEYS))
         elif message.is_result:
-            name = names.get(message.call_id, message.data.get("name", "tool"))
+            name = names.get(message.call_id, message.name or "tool")
             rendered.append(new("user", f"[tool result {name} id={message.call_id}]\n{message.text}", message,
                                 drop=_RESULT_KEYS))
         else:
@@ -132,52 +169,28 @@ def _tool_names(messages: Sequence[ChatMessage]) -> dict[str, str]:
 def _checked(index: int, text: str) -> ChatMessage:
     where = f"messages[{index}]"
     try:
-        data = _decode(text)
+        shape = _decode_shape(text)
+    except msgspec.ValidationError as exc:
+        raise _invalid(f"{where} is not a chat message ({exc})") from None
     except msgspec.DecodeError as exc:
         raise _invalid(f"{where} is not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise _invalid(f"{where} is not a JSON object")
-    role = data.get("role")
-    if role not in ROLES:
-        raise _invalid(f"{where} has role {role!r}; a chat message's role is one of {', '.join(ROLES)}")
-    text_content, parts = _content(where, data.get("content"))
-    call_id = data.get("tool_call_id", "")
-    if not isinstance(call_id, str):
-        raise _invalid(f"{where}.tool_call_id is not a string")
-    return ChatMessage(raw=text, data=data, role=role, text=text_content, parts=parts,
-                       calls=_calls(where, data) if role == "assistant" else (), call_id=call_id)
+    if shape.role not in ROLES:
+        raise _invalid(f"{where} has role {shape.role!r}; a chat message's role is one of {', '.join(ROLES)}")
+    content, parts = shape.content, 0
+    if isinstance(content, list):
+        texts = [part.text or "" for part in content if part.type == "text"]
+        content, parts = "\n".join(texts), len(content) - len(texts)
+    return ChatMessage(raw=text, role=shape.role, text=content or "", parts=parts,
+                       calls=_calls(shape) if shape.role == "assistant" else (), call_id=shape.tool_call_id,
+                       name=shape.name or "")
 
 
-def _content(where: str, content: Any) -> tuple[str, int]:
-    if content is None or isinstance(content, str):
-        return content or "", 0
-    if not isinstance(content, list) or not all(isinstance(part, dict) for part in content):
-        raise _invalid(f"{where}.content is neither a string nor a list of content parts")
-    texts = [part.get("text") for part in content if part.get("type") == "text"]
-    if not all(isinstance(text, str) for text in texts):
-        raise _invalid(f"{where}.content has a text part whose text is not a string")
-    return "\n".join(texts), len(content) - len(texts)
-
-
-def _calls(where: str, data: dict[str, Any]) -> tuple[Call, ...]:
-    raw = data.get("tool_calls") or []
-    legacy = data.get("function_call")
-    if legacy:
-        raw = [*raw, {"id": "", "function": legacy}] if isinstance(raw, list) else raw
-    if not isinstance(raw, list):
-        raise _invalid(f"{where}.tool_calls is not a list")
-    calls = []
-    for number, call in enumerate(raw):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            raise _invalid(f"{where}.tool_calls[{number}] has no function object")
-        name, arguments, call_id = function.get("name", ""), function.get("arguments", ""), call.get("id", "")
-        if not isinstance(arguments, str):  # some servers send the arguments as an object
-            arguments = _encode(arguments).decode()
-        if not (isinstance(name, str) and isinstance(call_id, str)):
-            raise _invalid(f"{where}.tool_calls[{number}] has a name or id that is not a string")
-        calls.append(Call(call_id, name, arguments))
-    return tuple(calls)
+def _calls(shape: _Shape) -> tuple[Call, ...]:
+    raw = list(shape.tool_calls or [])
+    if shape.function_call is not None:
+        raw.append(_ToolCall(shape.function_call))
+    return tuple(Call(call.id, call.function.name, call.function.arguments if isinstance(call.function.arguments, str)
+                      else _encode(call.function.arguments).decode()) for call in raw)
 
 
 def _invalid(message: str) -> InvalidArgument:

@@ -60,14 +60,14 @@ class Feed:
         return self.provider.get(self.path, timeout=FETCH_TIMEOUT_SECONDS, max_retries=0)
 
 
-def from_settings(settings: Settings) -> ModelTable:
+def from_settings(settings: Settings, clock: Callable[[], float] = time.time) -> ModelTable:
     """The table of the settings: shipped, plus model_table_url and model_info_base_url when set."""
     durable.ensure_dir(settings.store_dir)
     table = _feed("model_table_url", settings.model_table_url, "", parse_table, settings.store_dir)
     listed = _feed("model_info_base_url", settings.model_info_base_url.rstrip("/"), MODELS_PATH, parse_models_list,
                    settings.store_dir)
     return ModelTable(shipped_entries(), table, listed, refresh_seconds=settings.model_table_refresh_seconds,
-                      fallback=settings.default_context_window)
+                      fallback=settings.default_context_window, clock=clock)
 
 
 def _feed(setting: str, url: str, path: str, parse: Callable[[bytes], Any], store: Path) -> Feed | None:

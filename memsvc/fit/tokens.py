@@ -37,15 +37,19 @@ PART_TOKENS = 1000
 ESTIMATE_MARGIN = 1.3
 ESTIMATE_NAME = "estimate (o200k_base x1.3, CJK 1 per character)"
 ESTIMATE_BASE = "o200k_base"
-_CJK = re.compile("[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-                  "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]")
+_CJK = re.compile("[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+                  "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]+")
+"Runs of Han, kana and hangul, with CJK punctuation and full-width forms."
 _FAMILIES = (  # first match wins: gpt-4o before gpt-4
     ("o200k_base", re.compile(r"(chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o[134])\b")),
     ("cl100k_base", re.compile(r"(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada)\b")),
     ("llama3", re.compile(r"(meta-)?llama-?3\b")),
     ("qwen3", re.compile(r"(qwen-?2|qwen-?2\.5|qwen-?3|qwq)\b")),
 )
+REMEMBERED_MESSAGES = 100_000
+"Message counts kept per tokenizer (a few MB; forgotten all at once when full)."
 _loaded: dict[str, Callable[[str], int]] = {}
+_remembered: dict[str, dict[tuple[int, int], int]] = {}
 _loading = threading.Lock()
 
 
@@ -81,6 +85,8 @@ class Counter:
         self.exact = bool(tokenizer)
         self.name = tokenizer or ESTIMATE_NAME
         self._count = _tokenizer(tokenizer or ESTIMATE_BASE)
+        self._roles: dict[str, int] = {}
+        self._known = _remembered.setdefault(self.name, {})
 
     def text(self, text: str) -> int:
         if not text:
@@ -89,14 +95,29 @@ class Counter:
             return int(self._count(text))
         if text.isascii():
             return math.ceil(self._count(text) * ESTIMATE_MARGIN)
-        rest, cjk = _CJK.subn(" ", text)
-        return cjk + math.ceil(self._count(rest) * ESTIMATE_MARGIN)
+        rest, runs = _CJK.subn(" ", text)  # a space per run keeps the words around it apart
+        return len(text) - len(rest) + runs + math.ceil(self._count(rest) * ESTIMATE_MARGIN)
 
     def message(self, message: ChatMessage) -> int:
-        tokens = PER_MESSAGE + self.text(message.role) + self.text(message.text) + PART_TOKENS * message.parts
-        name = message.data.get("name")
-        if isinstance(name, str) and name:
-            tokens += PER_NAME + self.text(name)
+        """The message's tokens; remembered by its text, since an agent resends the same messages every call."""
+        key = (hash(message.raw), len(message.raw))
+        tokens = self._known.get(key)
+        if tokens is None:
+            if len(self._known) >= REMEMBERED_MESSAGES:
+                self._known.clear()
+            tokens = self._known[key] = self._message(message)
+        return tokens
+
+    def _message(self, message: ChatMessage) -> int:
+        tokens = PER_MESSAGE + self._role(message.role) + self.text(message.text) + PART_TOKENS * message.parts
+        if message.name:
+            tokens += PER_NAME + self.text(message.name)
         for call in message.calls:
-            tokens += PER_CALL + self.text(call.id) + self.text(call.name) + self.text(call.arguments)
+            tokens += PER_CALL + self.text(f"{call.id} {call.name} {call.arguments}")
         return tokens + self.text(message.call_id)
+
+    def _role(self, role: str) -> int:
+        count = self._roles.get(role)
+        if count is None:
+            count = self._roles[role] = self.text(role)
+        return count
