@@ -92,6 +92,10 @@ lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the 
 bench: install ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 	$(BIN)/python benchmarks/archive.py
+	$(BIN)/python benchmarks/fit.py
+
+bench-fit: install ## FitContext on runs of 10, 100 and 1,000 messages against the health-check floor, ~1 min
+	$(BIN)/python benchmarks/fit.py $(ARGS)
 
 bench-vectors: install local-model ## the vector index at 10k and 100k vectors vs numpy, and embedder quality, ~5 min
 	$(BIN)/python benchmarks/vectors.py $(ARGS)
@@ -99,4 +103,4 @@ bench-vectors: install local-model ## the vector index at 10k and 100k vectors v
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test go-tools go-build go-test serve test lint bench bench-archive bench-vectors bench-fit

@@ -175,7 +175,7 @@ def _checked(index: int, text: str) -> ChatMessage:
     except msgspec.DecodeError as exc:
         raise _invalid(f"{where} is not JSON ({exc})") from None
     if shape.role not in ROLES:
-        raise _invalid(f"{where} has role {shape.role!r}; a chat message's role is one of {', '.join(ROLES)}")
+        raise _invalid(f"{where} has role {shape.role[:40]!r}; a chat message's role is one of {', '.join(ROLES)}")
     content, parts = shape.content, 0
     if isinstance(content, list):
         texts = [part.text or "" for part in content if part.type == "text"]

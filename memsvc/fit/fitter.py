@@ -80,8 +80,8 @@ class Pass(msgspec.Struct):
 
     @property
     def needs_stages(self) -> bool:
-        """True when the stages may call a model: the caller should run `Fitter.fit` on a thread."""
-        return self.request.overflow or self.run.total > self.target
+        """True when `Fitter.fit` has work beyond the count (a model call, rewritten messages): run it on a thread."""
+        return self.request.overflow or self.request.switched or self.run.total > self.target
 
 
 class Fitter:

@@ -166,7 +166,8 @@ def test_the_files_the_dockerfile_copies_build_the_package(tmp_path):
     wheel = next((tmp_path / "wheel").glob("memsvc-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"memsvc/cli/__init__.py", "memsvc/rpc/server.py", "memsvc/v1/memory_pb2.py", "memsvc/py.typed",
-            "memsvc/summary/prompts/summary.v1.md"} <= names
+            "memsvc/summary/prompts/summary.v1.md", "memsvc/summary/prompts/tool_history.v1.md",
+            "memsvc/fit/models.json", "memsvc/v1/fit_pb2.py"} <= names
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
     assert "memsvc = memsvc.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
