@@ -121,22 +121,24 @@ class ModelTable:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            wait = FIRST_RETRY_SECONDS
             try:
                 self.refresh_due()
-            except Exception:  # never let the thread die: the copies in use stay, the next period tries again
+                wait = min(feed.due for feed in self.feeds) - self.clock()
+            except Exception:  # never let the thread die: the copies in use stay, it tries again later
                 log.exception("model table refresh failed")
-            soonest = min(feed.due for feed in self.feeds)
-            self._stop.wait(max(0.05, soonest - self.clock()))
+            self._stop.wait(max(0.05, wait))
 
     def _fetch(self, feed: Feed) -> bool:
         try:
             body = feed.fetch()
             value = feed.parse(body)
-        except (ProviderFailure, InvalidTable, OSError) as exc:
+        except Exception as exc:  # whatever went wrong, the next try waits its backoff
             feed.failures += 1
             feed.due = self.clock() + min(self.refresh_seconds, FIRST_RETRY_SECONDS * 2 ** (feed.failures - 1))
             log.warning("model table fetch failed; the last good copy stays in use",
-                        extra={"feed": feed.name, "error": str(exc), "retry_seconds": round(feed.due - self.clock())})
+                        extra={"feed": feed.name, "error": str(exc), "retry_seconds": round(feed.due - self.clock())},
+                        exc_info=not isinstance(exc, (ProviderFailure, InvalidTable, OSError)))
             return False
         feed.failures = 0
         feed.due = self.clock() + self.refresh_seconds
