@@ -71,7 +71,8 @@ def extract_old_histories(run: Run, summarizer: Summarizer, session_id: str) -> 
     covered = {indexes[number] for number in folded.covered}
     gone = [index for exchange in exchanges if all(index in covered for index in exchange) for index in exchange]
     if folded.summary is None or not gone:
-        return StageReport(stage, "unchanged", run.total, "no older turn could be folded into the summary")
+        return StageReport(stage, "unchanged", run.total, f"the summary took in {folded.count} messages but no "
+                           "whole older exchange, so every older turn is kept")
     removed = run.replace(gone)
     run.set_turn_context(rolling.turn_context(folded.summary))
     how = f"one summary call over {folded.count} messages" if folded.count else "no call: already summarized"
