@@ -14,6 +14,8 @@ from memsvc.archive.index import Archive
 from memsvc.core.config import Settings
 from memsvc.core.secrets import read_secret
 from memsvc.core.units import seconds_to_nanos
+from memsvc.fit import refresh
+from memsvc.fit.fitter import Fitter
 from memsvc.lessons.backend import LessonStore
 from memsvc.lessons.service import Lessons
 from memsvc.lessons.sqlite import SqliteLessonStore
@@ -40,6 +42,7 @@ class App:
         summary_model, decision_model = self.models = llm.models(settings)
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
+        self.model_table = refresh.from_settings(settings)
         self.jobs = Scheduler()
         offset = seconds_to_nanos(settings.clock_offset_seconds)
 
@@ -68,6 +71,10 @@ class App:
         self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
                                embedder=self.embedder)
 
+        # In-run compaction: the model table refreshes itself in the background, never on a request.
+        self.fitter = Fitter(settings, self.model_table, self.summarizer, summary_model)
+        self.model_table.start()
+
         self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
         self.jobs.register("temp-cleanup", "* * * * *", self.lifecycle.remove_idle_temporary)
         self.jobs.register("lesson-purge", settings.error_purge_schedule, self.lessons.purge_expired)
@@ -77,6 +84,7 @@ class App:
         """Flush and stop background work; called once, after the last RPC."""
         self.summarizer.stop()
         self.jobs.stop()
+        self.model_table.close()
         for model in filter(None, self.models):
             model.endpoint.close()
         self.lifecycle.close()
