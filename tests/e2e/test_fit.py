@@ -11,6 +11,7 @@ from datetime import datetime
 import grpc
 import pytest
 
+from memsvc.summary.summarizer import CURSOR_FILE
 from memsvc_client import FitContextResponse, MemsvcError
 from tests.support import wait_for
 from tests.support.llm_server import error, summary_reply
@@ -176,6 +177,26 @@ def test_over_budget_the_older_turns_fold_into_the_summary_and_its_cursor(make_s
         again = client.fit_context("s", "openai", "gpt-4o", list(reply.messages), context_window=1500)
         assert stages(again) == [("check_threshold", "unchanged")] and list(again.messages) == list(reply.messages)
         assert len(llm_server.calls("sum")) == 1
+
+
+def test_the_same_request_again_adds_nothing_so_clients_may_retry_it(make_server, llm_server, data_dir):
+    """What FitContext's idempotency_level (IDEMPOTENT) promises: a retry after a lost reply."""
+    server = make_server(*llm_flags(llm_server.base_url))
+    llm_server.script("sum", summary_reply(["Do: keep answers short"]))
+    session = data_dir / "sessions" / "s"
+    with server.client() as client:
+        older = stored_turns(client, "s", "We deploy on Fridays? " + BIG[:2000], "Never on Fridays. " + BIG[:2000])
+        question = {"role": "user", "content": "Check the deploy log for today."}
+        client.append("s", [("user", question["content"])])
+        sent = [SYSTEM, *older, question]
+        first = client.fit_context("s", "openai", "gpt-4o", sent, context_window=800)
+        stored = (session / "summary.json").read_bytes(), (session / CURSOR_FILE).read_bytes()
+        again = client.fit_context("s", "openai", "gpt-4o", sent, context_window=800)
+    assert stages(first)[1:] == [("extract_old_histories", "compacted")] and first.fits
+    assert again.messages == first.messages and stages(again) == stages(first)
+    assert "no call: already summarized" in again.stages[1].detail
+    assert len(llm_server.calls("sum")) == 1
+    assert ((session / "summary.json").read_bytes(), (session / CURSOR_FILE).read_bytes()) == stored
 
 
 def test_still_over_the_oldest_tool_exchanges_become_one_message_never_split(make_server, llm_server):
