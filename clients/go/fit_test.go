@@ -11,7 +11,6 @@ import (
 	"time"
 
 	memsvc "memsvc.dev/clients/go"
-	"memsvc.dev/clients/go/internal/testserver"
 	"memsvc.dev/clients/go/memsvcv1"
 )
 
@@ -194,19 +193,7 @@ func TestFitContextAgainstLiveServer(t *testing.T) {
 }
 
 func TestFitContextIsRetriedAndNamesItsSession(t *testing.T) {
-	server, err := testserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(server.Stop)
-	proxy, err := testserver.StartProxy(server.TCP, "FitContext=UNAVAILABLE:2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := memsvc.Dial(proxy.Target, memsvc.WithRetry(quick))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, proxy := throughProxy(t, "FitContext=UNAVAILABLE:2")
 	ctx := context.Background()
 	if _, err := fit(memsvc.WithRetryCall(ctx, false), client, &memsvcv1.FitContextRequest{}, system); !errors.Is(err,
 		memsvc.ErrUnavailable) {

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
   DEFAULT_TIMEOUT_MS, FailedPreconditionError, FIT_TIMEOUT_MS, type FitContextResponse, FitOutcome, FitStage,
-  InvalidArgumentError, MemsvcClient, MemsvcError, SESSION_METADATA, TokenCounting, UnavailableError, WindowSource,
+  InvalidArgumentError, MemsvcClient, SESSION_METADATA, TokenCounting, UnavailableError, WindowSource,
 } from "../src/index.js";
+import { rejection } from "./rejection.js";
 import { type Server, startProxy, startServer } from "./server.js";
 
 const QUICK = { attempts: 4, initialBackoffMs: 10, maxBackoffMs: 50, multiplier: 2 };
@@ -25,13 +26,6 @@ function stages(reply: FitContextResponse): [string, string][] {
 
 function decoded(reply: FitContextResponse): unknown[] {
   return reply.messages.map((message) => JSON.parse(message));
-}
-
-async function rejection<E extends MemsvcError>(promise: Promise<unknown>, Class: new (...a: never[]) => E):
-  Promise<E> {
-  const error = await promise.then(() => undefined, (caught: unknown) => caught);
-  assert.ok(error instanceof Class, `expected a ${Class.name}, got ${String(error)}`);
-  return error;
 }
 
 describe("fitContext against a real server without an LLM", () => {
