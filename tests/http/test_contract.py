@@ -308,7 +308,7 @@ def test_the_readme_one_liners_do_what_they_say(make_server, llm_server):
     section = readme[readme.index("## HTTP/JSON and the dashboard"):]
     block = section[section.index("```sh\n") + 6:section.index("```\n", section.index("```sh\n"))]
     lines = [line for line in block.splitlines() if line.startswith("curl ")]
-    assert len(lines) == 6
+    assert len(lines) == 7
     server = make_server(*http("--max-history-messages", "2", "--llm-base-url", llm_server.base_url,
                                "--summary-model", "sum", "--llm-max-retries", "0"))
     with server.client() as client:
@@ -320,9 +320,12 @@ def test_the_readme_one_liners_do_what_they_say(make_server, llm_server):
         done = subprocess.run(["bash", "-c", line.replace("127.0.0.1:8080", server.http)], capture_output=True,
                               text=True, timeout=60, check=True, env={"ID": lesson.id, "PATH": "/usr/bin:/bin"})
         replies.append(json.loads(done.stdout))
-    compact, summarize, keep, wipe, listed, edited = replies
+    compact, summarize, keep, wipe, listed, edited, fitted = replies
     assert compact["removed"] == 2 and summarize["count"] == 4  # compacted messages are summarized too
     assert "summary" not in keep["deleted"] and wipe["deleted"] == {"summary": True}  # only the summary was left
     assert [r["id"] for r in listed["records"]] == [lesson.id]
     assert edited["record"]["action"] == "send a browser User-Agent"
     assert edited["record"]["expiresAtUnixNano"] == listed["records"][0]["expiresAtUnixNano"]
+    assert [json.loads(m) for m in fitted["messages"]] == [{"role": "system", "content": "Be brief."},
+                                                          {"role": "user", "content": "hi"}]
+    assert fitted["fits"] and fitted["windowEntry"] == "openai/gpt-4o" and len(fitted["stages"]) == 1
