@@ -20,6 +20,8 @@ from memsvc.core import durable
 from memsvc.core.config import Settings
 from memsvc.core.secrets import read_secret
 from memsvc.core.units import seconds_to_nanos
+from memsvc.fit import refresh
+from memsvc.fit.fitter import Fitter
 from memsvc.lessons.backend import LessonStore
 from memsvc.lessons.service import Lessons
 from memsvc.lessons.sqlite import SqliteLessonStore
@@ -52,6 +54,7 @@ class App:
         summary_model, decision_model = self.models = llm.models(settings)
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
+        self.model_table = refresh.from_settings(settings)
         self.jobs = Scheduler()
         offset = seconds_to_nanos(settings.clock_offset_seconds)
 
@@ -79,6 +82,10 @@ class App:
 
         self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
                                embedder=self.embedder)
+
+        # In-run compaction: the model table refreshes itself in the background, never on a request.
+        self.fitter = Fitter(settings, self.model_table, self.summarizer, summary_model)
+        self.model_table.start()
 
         self.store = durable.DataPaths([settings.store_dir])
 
@@ -110,6 +117,7 @@ class App:
 
         self.summarizer.stop()
         self.jobs.stop(timeout=left())
+        self.model_table.close()
         for model in filter(None, self.models):
             model.endpoint.close()
         self.lifecycle.close(timeout=left())

@@ -58,14 +58,16 @@ func TestErrorsMatchTheirCodeSentinel(t *testing.T) {
 	}
 }
 
-func TestRetriesFollowTheContract(t *testing.T) {
+// throughProxy starts a real server and the recording proxy in front of it, answering as the
+// fail rules say, and dials the proxy with quick retries.
+func throughProxy(t *testing.T, fail ...string) (*memsvc.Client, *testserver.Proxy) {
+	t.Helper()
 	server, err := testserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(server.Stop)
-	proxy, err := testserver.StartProxy(server.TCP, "GetContext=UNAVAILABLE:2", "Append=UNAVAILABLE:2",
-		"Summarize=UNAVAILABLE:1", "ListSessions=UNAVAILABLE:1")
+	proxy, err := testserver.StartProxy(server.TCP, fail...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +75,12 @@ func TestRetriesFollowTheContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return client, proxy
+}
+
+func TestRetriesFollowTheContract(t *testing.T) {
+	client, proxy := throughProxy(t, "GetContext=UNAVAILABLE:2", "Append=UNAVAILABLE:2", "Summarize=UNAVAILABLE:1",
+		"ListSessions=UNAVAILABLE:1")
 	ctx := context.Background()
 	if _, err := client.GetContext(ctx, &memsvcv1.GetContextRequest{SessionId: "r1"}); err != nil {
 		t.Fatalf("GetContext after two UNAVAILABLE: %v", err)

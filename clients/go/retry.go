@@ -49,7 +49,7 @@ func WithRetryCall(ctx context.Context, retry bool) context.Context {
 var retrySafe = func() map[string]bool {
 	safe := map[string]bool{}
 	for _, file := range []protoreflect.FileDescriptor{memsvcv1.File_memsvc_v1_memory_proto,
-		memsvcv1.File_memsvc_v1_error_memory_proto} {
+		memsvcv1.File_memsvc_v1_error_memory_proto, memsvcv1.File_memsvc_v1_fit_proto} {
 		for i := 0; i < file.Services().Len(); i++ {
 			service := file.Services().Get(i)
 			for j := 0; j < service.Methods().Len(); j++ {

@@ -85,6 +85,10 @@ var runners = map[string]runner{
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.RemoveSession(ctx, r.(*memsvcv1.RemoveSessionRequest))
 		}),
+	"FitContext": rpc(func() proto.Message { return &memsvcv1.FitContextRequest{} },
+		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
+			return c.FitContext(ctx, r.(*memsvcv1.FitContextRequest))
+		}),
 }
 
 func run(scenarioPath, target, session string) ([]result, error) {

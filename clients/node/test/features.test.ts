@@ -1,19 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
-  FailedPreconditionError, InvalidArgumentError, Match, MemsvcClient, MemsvcError, NotFoundError, Role,
+  FailedPreconditionError, InvalidArgumentError, Match, MemsvcClient, NotFoundError, Role,
   SESSION_METADATA, UnavailableError,
 } from "../src/index.js";
+import { rejection } from "./rejection.js";
 import { type Server, startProxy, startServer } from "./server.js";
 
 const QUICK = { attempts: 4, initialBackoffMs: 10, maxBackoffMs: 50, multiplier: 2 };
-
-async function rejection<E extends MemsvcError>(promise: Promise<unknown>, Class: new (...a: never[]) => E):
-  Promise<E> {
-  const error = await promise.then(() => undefined, (caught: unknown) => caught);
-  assert.ok(error instanceof Class, `expected a ${Class.name}, got ${String(error)}`);
-  return error;
-}
 
 describe("plain arguments, error classes and retries against a real server", () => {
   let server: Server;
