@@ -128,8 +128,9 @@ def test_logs_carry_no_conversation_text(server):
     secret = "tell-nobody-4242"
     with server.client() as client:
         client.append("s", [("user", secret)])
-        with pytest.raises(MemsvcError):
+        with pytest.raises(MemsvcError) as refused:
             client.append("s", [("user", secret), ("user", "")])
+        assert refused.value.reason == "EMPTY_CONTENT"
     server.terminate()
     assert not any(secret in line for line in server.log_lines)
 

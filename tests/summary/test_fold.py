@@ -100,8 +100,9 @@ def test_a_failed_call_changes_nothing_and_says_so(world, llm_server):
 
 
 def test_an_unknown_session_is_not_found(world):
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as missing:
         world.summarizer.fold("nobody", turns(("user", "q")))
+    assert missing.value.reason == "SESSION_NOT_FOUND"
 
 
 def test_a_summary_older_than_cursors_covers_everything_stored(world, llm_server):

@@ -242,8 +242,9 @@ def test_client_supplied_vectors_are_checked_and_kept(harness):
         harness.store.check("s", [[0.5] * 63])
     assert wrong.value.reason == "VECTOR_DIMENSION_MISMATCH"
     for bad in ([float("nan")] * 64, [0.0] * 64):
-        with pytest.raises(InvalidArgument):
+        with pytest.raises(InvalidArgument) as refused:
             harness.store.check("s", [bad])
+        assert refused.value.reason == "INVALID_EMBEDDING"
     harness.store.check("s", [[], [0.1] * 64])
     own = np.zeros(64, dtype=np.float32)
     own[5] = 3.0

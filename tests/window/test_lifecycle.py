@@ -72,8 +72,9 @@ def test_remove_deletes_the_directory_and_unknown_sessions_are_not_found(world):
     talk(sessions, "s", 2)
     assert lifecycle.remove("s").archived_messages == 4
     assert not sessions.directory("s").exists() and archive.count("s") == 0
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as missing:
         lifecycle.remove("s")
+    assert missing.value.reason == "SESSION_NOT_FOUND"
     with pytest.raises(NotFound):
         lifecycle.compact("ghost")
 

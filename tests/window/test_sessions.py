@@ -115,8 +115,9 @@ def test_list_pages_in_id_order(tmp_path: Path):
 
 
 def test_require_unknown_session(tmp_path: Path):
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as missing:
         make_sessions(tmp_path).require("ghost")
+    assert missing.value.reason == "SESSION_NOT_FOUND"
 
 
 def test_torn_history_is_repaired_on_open(tmp_path: Path):
