@@ -22,7 +22,6 @@ from memsvc.window.sessions import AppendResult
 from memsvc_client.v1 import memory_pb2 as pb
 from memsvc_client.v1 import memory_pb2_grpc
 
-
 QUICK_APPEND_MESSAGES = 8
 "Appends of up to this many messages are converted and checked on the event loop (a few microseconds each)."
 
@@ -38,6 +37,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     def __init__(self, app: App, searches: FairPool):
         self.app = app
         self.searches = searches
+        self._journal_write_due = False
+        "A write of the journal's waiting frames is scheduled on the event loop."
 
     @translated
     async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
@@ -49,12 +50,22 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
             prepared = sessions.prepare(request.session_id, [convert.new_message(message)
                                                              for message in request.messages],
                                         request.idempotency_key)
-            # In memory and free, the session is written from here and the journal's thread acknowledges
-            # the write once durable: no thread hop on the way in. Else a worker thread waits for it.
-            started = sessions.append_nowait(prepared)
+            # In memory and free, the session is written from here; on a quick disk the loop syncs the
+            # journal itself, once for every Append of this turn of the loop (no thread hop either way),
+            # on a slow one the journal's thread does, gathering Appends while it waits. Else a worker
+            # thread waits for the session.
+            here = sessions.journal.quick
+            started = sessions.append_nowait(prepared, write_here=here)
+            if started is not None and here and not self._journal_write_due:
+                self._journal_write_due = True
+                asyncio.get_running_loop().call_soon(self._write_journal)
             result = await (asyncio.wrap_future(started) if started is not None
                             else asyncio.to_thread(sessions.append_prepared, prepared))
         return _acknowledged(result)
+
+    def _write_journal(self) -> None:
+        self._journal_write_due = False
+        self.app.sessions.journal.write_waiting()
 
     def _append(self, request: pb.AppendRequest) -> AppendResult:
         messages = [convert.new_message(message) for message in request.messages]

@@ -31,6 +31,7 @@ import logging
 import os
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,6 +49,8 @@ GROWTH = 1 << 20
 "The file grows by this many zero bytes at a time (written once, then overwritten in place)."
 MAX_FRAME = 1 << 20
 "Larger writes do not go through the journal: the caller settles the file and syncs it in place."
+QUICK_SYNC_SECONDS = 0.0005
+"Batches written faster than this on average may be written by the Appends' own thread (`quick`)."
 BARRIER = -1
 "The offset of a barrier frame: the file's earlier frames no longer apply."
 _HEAD = struct.Struct("<IIQ")
@@ -110,6 +113,10 @@ class Journal:
         self._wake = threading.Condition()
         self._waiting: list[tuple[bytes, str, Done]] = []
         self._closing = False
+        self._writing = threading.Lock()
+        "Held while a batch is written and completed, by the journal's thread or a caller of write_waiting."
+        self._sync_seconds = 0.0
+        "A moving average of how long a batch's write takes."
         self._dirty: set[str] = set()
         "Files written since the last checkpoint."
         created = not self.path.exists()
@@ -130,7 +137,8 @@ class Journal:
         data = os.pread(self._fd, self._length, 0)
         latest: dict[str, list[_Frame]] = {}
         last = 0
-        for last, frame in _frames(data):
+        for sequence, frame in _frames(data):
+            last = sequence
             if frame.offset == BARRIER:
                 latest[frame.path] = []
             else:
@@ -157,15 +165,35 @@ class Journal:
 
     # -- writing -------------------------------------------------------------------
 
-    def submit(self, relative: str, offset: int, data: bytes, done: Done) -> None:
-        """Log that `data` was written at `offset` in the file at `relative`; `done` follows."""
+    def submit(self, relative: str, offset: int, data: bytes, done: Done, here: bool = False) -> None:
+        """Log that `data` was written at `offset` in the file at `relative`; `done` follows. `here`:
+        the caller runs `write_waiting` soon, on its own thread (see `quick`), instead of waking the journal's."""
         payload = _encode(_Frame(relative, offset, data))
         with self._wake:
             if self._closing:
                 raise Unavailable("the server is shutting down; retry on the next one", reason="SHUTTING_DOWN")
             self._waiting.append((payload, relative, done))
-            if len(self._waiting) == 1:
+            if not here and len(self._waiting) == 1:
                 self._wake.notify()
+
+    @property
+    def quick(self) -> bool:
+        """Syncs take well under a millisecond: a caller can write its frames itself, sparing two thread
+        hops; a slow disk's syncs are better left to the journal's thread, which gathers while it waits."""
+        return self._sync_seconds < QUICK_SYNC_SECONDS
+
+    def write_waiting(self) -> None:
+        """Write the frames waiting now, on this thread, unless the journal's thread is writing (then it
+        takes them next)."""
+        if not self._writing.acquire(blocking=False):
+            return
+        try:
+            with self._wake:
+                batch, self._waiting = self._waiting, []
+            if batch:
+                self._write_and_complete(batch)
+        finally:
+            self._writing.release()
 
     def settle(self, relative: str) -> None:
         """Before the file at `relative` is rewritten or deleted: make it durable as it is and log a
@@ -187,22 +215,30 @@ class Journal:
         while True:
             with self._wake:
                 self._wake.wait_for(lambda: self._waiting or self._closing)
-                batch, self._waiting = self._waiting, []
-            if not batch:
-                return
-            error: BaseException | None = None
+                if not self._waiting:
+                    return
+            with self._writing:
+                with self._wake:
+                    batch, self._waiting = self._waiting, []
+                if batch:
+                    self._write_and_complete(batch)
+
+    def _write_and_complete(self, batch: list[tuple[bytes, str, Done]]) -> None:
+        error: BaseException | None = None
+        started = time.perf_counter()
+        try:
+            self._write(batch)
+        except OSError as exc:
+            error = exc
+        except Exception as exc:  # never die: the Appends waiting get an error, the next batch a try
+            log.exception("journal write failed")
+            error = OSError(errno.EIO, f"the journal could not be written ({type(exc).__name__}: {exc})")
+        self._sync_seconds += (time.perf_counter() - started - self._sync_seconds) / 8
+        for _, _, done in batch:
             try:
-                self._write(batch)
-            except OSError as exc:
-                error = exc
-            except Exception as exc:  # never die: the Appends waiting get an error, the next batch a try
-                log.exception("journal write failed")
-                error = OSError(errno.EIO, f"the journal could not be written ({type(exc).__name__}: {exc})")
-            for _, _, done in batch:
-                try:
-                    done(error)
-                except Exception:
-                    log.exception("completing an Append failed")
+                done(error)
+            except Exception:
+                log.exception("completing an Append failed")
 
     def _write(self, batch: list[tuple[bytes, str, Done]]) -> None:
         size = sum(_HEAD.size + len(payload) for payload, _, _ in batch)

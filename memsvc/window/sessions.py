@@ -249,10 +249,11 @@ class Sessions:
         assert started is not None
         return started.result()
 
-    def append_nowait(self, prepared: Prepared) -> Future[AppendResult] | None:
+    def append_nowait(self, prepared: Prepared, write_here: bool = False) -> Future[AppendResult] | None:
         """Start a prepared Append blocking on nothing but memory: its result, set once durable; or
         None when it would have to wait (the session not in memory, another writer of it busy, a
-        directory to make, a write too large for the journal): then run `append_prepared` on a thread."""
+        directory to make, a write too large for the journal): then run `append_prepared` on a thread.
+        `write_here`: the caller runs `journal.write_waiting()` soon on its thread (when `journal.quick`)."""
         with self._registry:
             session = self._open.get(prepared.session_id)
         if session is None or self.intents.interrupted(prepared.session_id) is not None:
@@ -262,9 +263,10 @@ class Sessions:
         if session.closed:
             session.lock.release()
             return None
-        return self._begin(session, prepared, may_wait=False)
+        return self._begin(session, prepared, may_wait=False, write_here=write_here)
 
-    def _begin(self, session: Session, prepared: Prepared, may_wait: bool) -> Future[AppendResult] | None:
+    def _begin(self, session: Session, prepared: Prepared, may_wait: bool,
+               write_here: bool = False) -> Future[AppendResult] | None:
         """Under `session.lock`, which the Append's completion releases: ids, the write into
         history.json left unsynced, and its journal frame; the journal's thread completes it."""
         done: Future[AppendResult] = Future()
@@ -294,7 +296,7 @@ class Sessions:
                 return done
             session.size = history.write_planned(session.history_path, before, offset, payload)
             self.journal.submit(relative, offset, payload,
-                                lambda error: self._complete(session, prepared, before, done, error))
+                                lambda error: self._complete(session, prepared, before, done, error), write_here)
         except BaseException as exc:
             if session.size != before:
                 history.undo(session.history_path, before)
@@ -307,34 +309,32 @@ class Sessions:
 
     def _complete(self, session: Session, prepared: Prepared, before: int, done: Future[AppendResult],
                   error: BaseException | None) -> None:
-        """The Append is durable (or `error` says why not): publish it, tell the derived stores
-        (under the lock still, so a Reset or Compact can never overtake this news), release the lock."""
+        """The Append is durable (or `error` says why not): publish it and acknowledge it, then tell the
+        derived stores under the lock still, so a Reset or Compact can never overtake this news."""
         records = prepared.records
-        oversize = False
         try:
             if error is not None:
                 history.undo(session.history_path, before)
                 session.size = before
-            else:
-                session.records.extend(records)
-                if prepared.idempotency_key:
-                    session.replies[prepared.idempotency_key] = records
-                oversize = session.size > self.settings.max_history_bytes
+                done.set_exception(storage_error(error, f"appending to session {session.id}")
+                                   if isinstance(error, OSError) else error)
+                return
+            session.records.extend(records)
+            if prepared.idempotency_key:
+                session.replies[prepared.idempotency_key] = records
+            done.set_result(AppendResult(records, replayed=False))
+            oversize = session.size > self.settings.max_history_bytes
+            try:
                 if prepared.embeddings is not None and self.embeddings is not None:
                     self.embeddings.supplied(session.id, records, prepared.embeddings)
                 for store in self.derived:
                     store.appended(session.id, records)
-        except BaseException as exc:
-            error = error or exc
+            except Exception:  # stored and acknowledged: the store catches up when the session is next opened
+                log.exception("a derived store refused appended messages", extra={"session_id": session.id})
         finally:
             session.lock.release()
-        if error is not None:
-            done.set_exception(storage_error(error, f"appending to session {session.id}")
-                               if isinstance(error, OSError) else error)
-            return
         if oversize:
             self.on_oversize(session.id)
-        done.set_result(AppendResult(records, replayed=False))
 
     def _create(self, directory: Path) -> None:
         """Make a new session's directory if max_sessions allows one more."""
