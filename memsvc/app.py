@@ -121,6 +121,7 @@ class App:
         for model in filter(None, self.models):
             model.endpoint.close()
         self.lifecycle.close(timeout=left())
+        self.sessions.close()
         self.archive.close(timeout=left())
         self.vectors.close(timeout=left())
         self.lessons.close()

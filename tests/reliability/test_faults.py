@@ -23,7 +23,8 @@ def contents(client, session_id: str) -> list[str]:
     return [m.content for m in client.get_context(session_id).window]
 
 
-@pytest.mark.parametrize("point", ["durable.write_at.start", "durable.write_at.written", "durable.write_at.synced"])
+# An Append: its line into history.json (unsynced), its journal frame before and after the sync.
+@pytest.mark.parametrize("point", ["history.write", "journal.write", "journal.synced"])
 def test_a_disk_full_append_is_refused_changes_nothing_and_the_next_one_works(make_server, point):
     # hit 1 is the first append; hits 2 and 3 fail
     server = failing(make_server, f"{point}=enospc@2")
@@ -44,13 +45,13 @@ def test_a_disk_full_append_is_refused_changes_nothing_and_the_next_one_works(ma
 
 
 def test_an_io_error_is_unavailable(make_server):
-    server = failing(make_server, "durable.write_at.written=eio@1")
+    server = failing(make_server, "journal.write=eio@1")
     with server.client() as client, pytest.raises(MemsvcError) as caught:
         client.append("s", [("user", "x")])
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_ERROR")
 
 
-@pytest.mark.parametrize("point", ["durable.write_at.written", "durable.write_at.synced"])
+@pytest.mark.parametrize("point", ["history.write", "journal.write", "journal.synced"])
 def test_kill_inside_an_append_keeps_every_acknowledged_one(make_server, point):
     server = failing(make_server, f"{point}=kill@6")
     acknowledged = []

@@ -124,12 +124,46 @@ def test_torn_history_is_repaired_on_open(tmp_path: Path):
     sessions = make_sessions(tmp_path)
     sessions.append("s", [user("a")])
     sessions.append("s", [user("b")])
+    sessions.close()  # checkpointed: the journal no longer holds the appends, so the torn one is gone
     path = tmp_path / "data/sessions/s/history.json"
     path.write_bytes(path.read_bytes()[:-7])
     reopened = make_sessions(tmp_path)
     assert [r.content for r in reopened.window("s")] == ["a"]
     assert reopened.append("s", [user("c")]).records[0].id == 2
     assert [r.content for r in history.load(path).records] == ["a", "c"]
+
+
+def test_acknowledged_appends_lost_from_history_are_replayed_from_the_journal(tmp_path: Path):
+    """As after a power cut: history.json lost its unsynced tail, the journal did not."""
+    sessions = make_sessions(tmp_path)
+    sessions.append("s", [user("a")])
+    path = tmp_path / "data/sessions/s/history.json"
+    synced = path.read_bytes()
+    sessions.append("s", [user("b"), user("c")])
+    sessions.append("t", [user("elsewhere")])
+    path.write_bytes(synced[:-3])  # torn inside the first line, and the later lines gone
+    (tmp_path / "data/sessions/t/history.json").unlink()
+    reopened = make_sessions(tmp_path)
+    assert [r.content for r in reopened.window("s")] == ["a", "b", "c"]
+    assert [r.content for r in reopened.window("t")] == ["elsewhere"]
+    assert history.decode(path.read_bytes()).canonical
+    assert not list(path.parent.glob("*.damaged-*"))
+
+
+def test_frames_before_a_rewrite_are_never_replayed_into_what_replaced_it(tmp_path: Path):
+    sessions = make_sessions(tmp_path, max_history_messages=1)
+    for text in ("a", "b", "c"):
+        sessions.append("s", [user(text)])
+    with sessions.writing("s") as session:
+        sessions.trim(session, 2)
+    sessions.append("s", [user("d")])
+    sessions.append("gone", [user("x")])
+    with sessions.writing("gone") as session:
+        sessions.remove(session)
+    reopened = make_sessions(tmp_path)
+    assert [r.content for r in history.load(tmp_path / "data/sessions/s/history.json").records] == ["c", "d"]
+    assert [r.content for r in reopened.window("s")] == ["c", "d"]
+    assert not (tmp_path / "data/sessions/gone").exists()
 
 
 def test_list_pages_only_the_sessions_whose_id_contains_the_filter(tmp_path: Path):
