@@ -3,41 +3,12 @@
 from pathlib import Path
 
 import pytest
-import tantivy
 
 from memsvc.archive import keywords, reindex
 from memsvc.archive.index import Archive
 from memsvc.core.errors import FailedPrecondition
 from memsvc.core.records import Record
-
-
-def format_1(store: Path, sessions: dict[str, int]) -> Path:
-    """An archive as memsvc wrote it before payloads: `index/` with the schema of that time."""
-    builder = tantivy.SchemaBuilder()
-    builder.add_text_field("session", tokenizer_name="raw", stored=True)
-    builder.add_unsigned_field("id", stored=True, indexed=True, fast=True)
-    builder.add_integer_field("send_at", stored=True, indexed=True, fast=True)
-    builder.add_text_field("role", tokenizer_name="raw", stored=True)
-    builder.add_text_field("sender", tokenizer_name="raw", stored=True)
-    builder.add_text_field("content", tokenizer_name=keywords.ANALYZER_NAME, stored=True)
-    directory = store / "archive" / "index"
-    directory.mkdir(parents=True)
-    index = tantivy.Index(builder.build(), path=str(directory))
-    index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
-    writer = index.writer(heap_size=64 * 1024 * 1024, num_threads=1)
-    for session_id, count in sessions.items():
-        for n in range(1, count + 1):
-            document = tantivy.Document()
-            document.add_text("session", session_id)
-            document.add_unsigned("id", n)
-            document.add_integer("send_at", n)
-            document.add_text("role", "user" if n % 2 else "assistant")
-            document.add_text("sender", "")
-            document.add_text("content", f"archived sandbox note {n}")
-            writer.add_document(document)
-    writer.commit()
-    writer.wait_merging_threads()
-    return directory
+from tests.support.old_data import format_1
 
 
 def test_an_older_index_is_copied_into_the_current_format_and_then_removed(tmp_path: Path):
