@@ -80,8 +80,8 @@ def status_of(call, request) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-payloads = st.one_of(st.text(max_size=300), st.sampled_from(["", "{}", '{"a": [1, 2.5e300, null]}', "[" * 5000,
-                                                              '"\\ud800"', "1e999", '{"x": "' + "y" * 1_100_000 + '"}']))
+payloads = st.one_of(st.text(max_size=300), st.sampled_from([
+    "", "{}", '{"a": [1, 2.5e300, null]}', "[" * 5000, '"\\ud800"', "1e999", '{"x": "' + "y" * 1_100_000 + '"}']))
 messages = st.builds(pb.Message, role=int32s, content=texts, sender=st.text(max_size=300),
                      send_at_unix_nano=int64s, id=st.integers(min_value=0, max_value=2**64 - 1), payload_json=payloads)
 
