@@ -4,9 +4,9 @@ Owns the per-session state (the live generation, the in-memory tail, which
 messages have vectors, which are pending, which were deleted) and its
 transitions: loading it from disk against history.json, storing a batch of
 vectors, planning and installing a generation build, deleting messages,
-clearing. Three locks, always taken in this
-order: `load_lock` (one loader), `file_lock` (the files), `lock` (the fields;
-held only for moments, so the DerivedStore calls never wait on I/O).
+clearing. Three locks, always taken in this order: `load_lock` (one
+loader), `file_lock` (the files), `lock` (the fields; held only for
+moments, so the DerivedStore calls never wait on I/O).
 Must never embed or decide policy: store.py does.
 """
 
@@ -210,8 +210,7 @@ class SessionVectors:
         "Vectors waiting to be stored: client-supplied, or embedded by a search."
         self.first_id = 0
         self.deleted: set[int] = set()
-        "Deleted messages whose vectors are still in the generation or the tail: searches skip them and the "
-        "next build leaves them out."
+        "Deleted messages, their vectors maybe still in the files: searches skip them, the next build drops them."
         self._generation_dead: tuple[object, int] = (None, 0)
         self.retry_at = 0.0
         self.failures = 0
@@ -265,8 +264,7 @@ class SessionVectors:
                 self.pending.pop(id_, None)
                 self.prepared.pop(id_, None)
             if self.recovered is not None:  # loaded later from this snapshot: it must not hold them
-                gone = set(ids)
-                self.recovered = [record for record in self.recovered if record.id not in gone]
+                self.recovered = [record for record in self.recovered if record.id not in self.deleted]
             return len(stored)
 
     def install(self, loaded: LoadedVectors, records: list[Record]) -> None:

@@ -158,9 +158,7 @@ class Sessions:
             session = Session(session_id, self.directory(session_id))
             self._open[session_id] = session
             self._evict()
-        # Under the session lock, so that the snapshot a store recovers from cannot predate a
-        # deletion or Reset that reached the store before it.
-        with session.lock:
+        with session.lock:  # so no snapshot a store recovers from predates a deletion that reached it first
             for store in self.derived:
                 store.recover(session_id, list(session.records))
         return session
@@ -336,12 +334,10 @@ class Sessions:
         session.records = kept
         session._lowered = {}
         for key in {record.idempotency_key for record in removed if record.idempotency_key}:
-            # As history.json will tell after a restart: a key whose messages are all gone is forgotten.
-            left = [record for record in session.replies[key] if record.id not in ids]
-            if left:
-                session.replies[key] = left
-            else:
-                del session.replies[key]
+            # As history.json tells after a restart: a key whose messages are all gone is forgotten.
+            if not (left := [record for record in session.replies.pop(key) if record.id not in ids]):
+                continue
+            session.replies[key] = left
         return removed
 
     def _raise_floor(self, session: Session, next_id: int) -> None:
