@@ -118,11 +118,13 @@ def cut_for_size(records: list[Record], target_bytes: int) -> int:
 
 
 class Lifecycle:
-    """Compact, Reset and RemoveSession across every store, and the auto-compaction worker.
+    """Compact, Reset, RemoveSession and DeleteMessages across every store, and the auto-compaction worker.
 
     `queue` is the CompactionQueue the sessions' on_oversize fills; `exclusive`
     are held by Reset and RemoveSession so other writers of a session's files
-    (the summarizer) wait for them.
+    (the summarizer) wait for them. DeleteMessages does not hold them: it
+    touches no file of theirs, and waiting out a summary run's LLM calls
+    would outlast its callers' deadlines.
     """
 
     def __init__(self, sessions: Sessions, archive: ArchiveOfRecord, queue: CompactionQueue, *,
@@ -215,7 +217,7 @@ class Lifecycle:
         self.archive.check_writable()  # refuse before anything changes, not half way
         self.finish_interrupted(session_id)
         self.sessions.require(session_id)
-        with self._excluding(session_id), self.sessions.writing(session_id) as session:
+        with self._excluding(session_id, action), self.sessions.writing(session_id) as session:
             if not session.directory.is_dir():  # removed while this call waited for the session
                 raise NotFound(f"session {session_id!r} does not exist", reason="SESSION_NOT_FOUND")
             intent = Intent(session_id, action, session.next_id)
@@ -232,7 +234,7 @@ class Lifecycle:
         self.archive.check_writable()
         self.finish_interrupted(session_id)
         self.sessions.require(session_id)
-        with self._excluding(session_id), self.sessions.writing(session_id) as session:
+        with self.sessions.writing(session_id) as session:
             if not session.directory.is_dir():
                 raise NotFound(f"session {session_id!r} does not exist", reason="SESSION_NOT_FOUND")
             records = self._newest(session, last) if last else self._stored(session, set(ids))
@@ -317,7 +319,7 @@ class Lifecycle:
             if session_id is not None and intent.session_id != session_id:
                 continue
             try:
-                with self._excluding(intent.session_id), \
+                with self._excluding(intent.session_id, intent.action), \
                         self.sessions.writing(intent.session_id, resuming=True) as session:
                     if self.sessions.intents.interrupted(intent.session_id) is not intent:
                         continue  # completed meanwhile
@@ -335,9 +337,9 @@ class Lifecycle:
                 "session": intent.session_id, "action": intent.action})
         return finished
 
-    def _excluding(self, session_id: str) -> ExitStack:
+    def _excluding(self, session_id: str, action: Action) -> ExitStack:
         stack = ExitStack()
-        for hold in self.exclusive:
+        for hold in self.exclusive if action != "delete" else ():
             stack.enter_context(hold(session_id))
         return stack
 

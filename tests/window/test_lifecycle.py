@@ -119,6 +119,19 @@ def test_reset_waits_while_another_writer_holds_the_session(world):
     assert sessions.window("s") == []
 
 
+def test_a_deletion_does_not_wait_for_a_summary_run(world):
+    sessions, archive, _, _ = world
+    talk(sessions, "s", 2)
+    summary_run = threading.Lock()
+    lifecycle = Lifecycle(sessions, archive, CompactionQueue(), exclusive=[lambda session_id: summary_run])
+    try:
+        with summary_run:  # held for as long as a summary run's LLM calls take
+            assert [record.id for record in lifecycle.delete_messages("s", last=1).records] == [4]
+        assert [record.id for record in sessions.window("s")] == [2, 3]
+    finally:
+        lifecycle.close()
+
+
 def test_an_interrupted_reset_is_completed_before_the_session_is_used_again(world):
     sessions, archive, lifecycle, _ = world
     talk(sessions, "s", 4)
