@@ -125,6 +125,7 @@ lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the 
 bench: install postgres-server ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 	$(BIN)/python benchmarks/archive.py
+	$(BIN)/python benchmarks/archive_format.py
 	$(BIN)/python benchmarks/client.py
 	$(BIN)/python benchmarks/lessons.py
 	$(BIN)/python benchmarks/fit.py

@@ -71,8 +71,8 @@ class App:
         self.sessions = Sessions(settings, derived=[self.archive, self.vectors], embeddings=self.vectors,
                                  on_oversize=compactions.request)
         # Reads across the compaction cut: messages compacted out before a run are still summarized.
-        self.summarizer = Summarizer(settings, self.sessions, Transcript(self.sessions, self.archive).messages_after,
-                                     summary_model, self.judge)
+        self.transcript = Transcript(self.sessions, self.archive)
+        self.summarizer = Summarizer(settings, self.sessions, self.transcript.messages_after, summary_model, self.judge)
         self.lifecycle = Lifecycle(self.sessions, self.archive, compactions, exclusive=[self.summarizer.guard])
         self.contexts = Contexts(self.sessions, self.judge, cached_sessions=settings.max_open_sessions)
 

@@ -2,4 +2,4 @@
 
 pytest_plugins = ["tests.support", "tests.support.llm_server", "tests.support.json_server",
                   "tests.support.certificates", "tests.support.browser", "tests.support.postgres",
-                  "tests.support.lessons"]
+                  "tests.support.lessons", "tests.support.responses_server"]

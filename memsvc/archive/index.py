@@ -1,7 +1,8 @@
 """The full-text archive: every message ever appended, in Tantivy.
 
-Owns `.store/archive/` (the Tantivy index in `index/`, and `cutoffs.json`
-holding each session's compact cutoff `start_at`), opening the index,
+Owns `.store/archive/` (the Tantivy index in `index-v2/`, moved there from an
+older format by reindex.py, and `cutoffs.json` holding each session's
+compact cutoff `start_at`), opening the index,
 handing changes to its one writer thread (writer.py: batched commits), and
 keyword queries over archived messages. It is the source of truth for
 messages compacted out of history.json, and derived (re-indexed on open) for
@@ -27,8 +28,8 @@ from typing import Concatenate, ParamSpec, TypeVar, cast
 import msgspec
 import tantivy
 
-from memsvc.archive import keywords
-from memsvc.archive.integrity import Damage, engine_failure, has_orphaned_segments
+from memsvc.archive import keywords, reindex
+from memsvc.archive.integrity import ORPHANED, ORPHANED_REMEDY, Damage, engine_failure, has_orphaned_segments
 from memsvc.archive.writer import CLOSE_SECONDS, Op, Writer
 from memsvc.core import durable, failpoints
 from memsvc.core.errors import MemsvcError, Unavailable
@@ -51,6 +52,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("role", tokenizer_name="raw", stored=True)
     builder.add_text_field("sender", tokenizer_name="raw", stored=True)
     builder.add_text_field("content", tokenizer_name=keywords.ANALYZER_NAME, stored=True)
+    builder.add_bytes_field("payload", stored=True)  # stored only: never searched
     return builder.build()
 
 
@@ -85,9 +87,15 @@ class Archive:
 
     def __init__(self, store_dir: Path, commit_interval: float = 0.05):
         self.directory = store_dir / "archive"
-        index_dir = self.directory / "index"
-        durable.ensure_dir(index_dir)
+        durable.ensure_dir(self.directory)
         self.schema = _schema()
+        unreadable: reindex.Unreadable | None = None
+        try:
+            index_dir = reindex.current_index(self.directory, self.schema)
+            durable.ensure_dir(index_dir)
+        except reindex.Unreadable as problem:
+            index_dir, unreadable = problem.index_dir, problem
+        self.index_dir = index_dir
         self.damage = Damage(index_dir)
         self.meta_path = self.directory / "cutoffs.json"
         self.meta = self._read_cutoffs()
@@ -95,10 +103,15 @@ class Archive:
         self.index: tantivy.Index
         "Set only when the index opened; every query checks `damage` before it is reached."
         self._writer: Writer | None = None
-        opened = self._open(index_dir)
+        if unreadable is not None:  # an older index that could not be moved to the current format
+            self.damage.found(str(unreadable), remedy=unreadable.remedy)
+            opened = None
+        else:
+            opened = self._open(index_dir)
         if opened is not None:
             self.index = opened[0]
-            self._writer = Writer(*opened, commit_interval, self.damage, self._count, self._present_ids)
+            self._writer = Writer(*opened, commit_interval, self.damage, self._count, self._present_ids,
+                                  self._messages_with_ids)
         metrics.gauge("archive_damaged", "1 while the archive index is damaged and refused, else 0.",
                       lambda: self.damage.problem is not None)
 
@@ -106,10 +119,7 @@ class Archive:
         """The index and its writer, or None when it is damaged (then its files are left as they are)."""
         if has_orphaned_segments(index_dir):
             # Tantivy would start an empty index over them and garbage-collect them.
-            self.damage.found("meta.json is missing beside its segment files; they were not opened, so nothing is "
-                              "erased", remedy="stop memsvc, put back meta.json from a backup and start memsvc "
-                              "again (or move the index directory aside: the archive is then rebuilt from "
-                              "history.json, without the messages compacted out of it)")
+            self.damage.found(ORPHANED, remedy=ORPHANED_REMEDY)
             return None
         try:
             index = tantivy.Index(self.schema, path=str(index_dir))
@@ -177,6 +187,15 @@ class Archive:
                 durable.atomic_write(self.meta_path, msgspec.json.encode(self.meta))
         return op.cleared
 
+    def deleted(self, session_id: str, ids: list[int]) -> int:
+        """Delete these messages of the session, committed before this returns; how many were deleted."""
+        self.check_writable()
+        op = Op("delete", session_id, ids=ids)
+        self._enqueue(op)
+        self.flush()
+        failpoints.hit("archive.deleted")
+        return op.cleared
+
     # -- writing ---------------------------------------------------------------
 
     def _enqueue(self, op: Op) -> None:
@@ -221,17 +240,36 @@ class Archive:
         return {searcher.doc(address)["id"][0] for _, address in hits}
 
     @_reading
-    def messages(self, session_id: str, after_id: int, below_id: int) -> list[Record]:
-        """Archived messages with after_id < id < below_id, oldest first."""
+    def messages(self, session_id: str, after_id: int, below_id: int, limit: int | None = None,
+                 newest_first: bool = False) -> list[Record]:
+        """Archived messages with after_id < id < below_id, oldest first; with `limit`, only the
+        first (or `newest_first`, the last) `limit` of them."""
         if below_id - after_id <= 1:
             return []
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
                                              (tantivy.Occur.Must, self._id_range(after_id + 1, below_id - 1))])
-        searcher = self.index.searcher()
-        total = _total(searcher.search(query, limit=1, count=True))
-        if total == 0:
+        records = self._in_id_order(query, limit, newest_first)
+        return records[::-1] if newest_first else records
+
+    @_reading
+    def stored(self, session_id: str, ids: list[int]) -> list[Record]:
+        """The archived messages with these ids, oldest first."""
+        if not ids:
             return []
-        hits = searcher.search(query, limit=total, count=False, order_by_field="id", order=tantivy.Order.Asc).hits
+        return self._in_id_order(self._messages_with_ids(session_id, ids))
+
+    def _messages_with_ids(self, session_id: str, ids: list[int]) -> tantivy.Query:
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
+                                            (tantivy.Occur.Must, tantivy.Query.term_set_query(self.schema, "id", ids))])
+
+    def _in_id_order(self, query: tantivy.Query, limit: int | None = None, descending: bool = False) -> list[Record]:
+        searcher = self.index.searcher()
+        if limit is None:
+            limit = _total(searcher.search(query, limit=1, count=True))
+        if limit <= 0:
+            return []
+        hits = searcher.search(query, limit=limit, count=False, order_by_field="id",
+                               order=tantivy.Order.Desc if descending else tantivy.Order.Asc).hits
         return [_record(searcher.doc(address)) for _, address in hits]
 
     @_reading
@@ -288,8 +326,10 @@ class Archive:
 
 
 def _record(document: tantivy.Document) -> Record:
+    payload = document.get_first("payload")
     return Record(id=document["id"][0], role=document["role"][0], content=document["content"][0],
-                  send_at=document["send_at"][0], sender=document.get_first("sender") or "")
+                  send_at=document["send_at"][0], sender=document.get_first("sender") or "",
+                  payload=payload.decode() if payload else "")
 
 
 def _total(result: tantivy.SearchResult) -> int:

@@ -38,11 +38,13 @@ CLOSE_SECONDS = 5.0
 
 class Op(msgspec.Struct):
     kind: str
-    "add | reconcile | clear | commit (commit now, without waiting for more)"
+    "add | reconcile | clear | delete | commit (commit now, without waiting for more)"
     session_id: str
     records: list[Record] = []
+    ids: list[int] = []
+    "delete: the ids of the session's messages to delete."
     cleared: int = 0
-    "clear: how many of the session's messages it deleted, set by the writer."
+    "clear and delete: how many of the session's messages it deleted, set by the writer."
     number: int = 0
     "Its place in the queue, from 1."
 
@@ -51,13 +53,15 @@ class Writer:
     """`count(session)` and `present_ids(session, lowest, highest)` read the committed index."""
 
     def __init__(self, index: tantivy.Index, writer: tantivy.IndexWriter, commit_interval: float, damage: Damage,
-                 count: Callable[[str], int], present_ids: Callable[[str, int, int], set[int]]):
+                 count: Callable[[str], int], present_ids: Callable[[str, int, int], set[int]],
+                 messages_with_ids: Callable[[str, list[int]], tantivy.Query]):
         self.index = index
         self._writer = writer
         self.commit_interval = commit_interval
         self.damage = damage
         self._count = count
         self._present_ids = present_ids
+        self._messages_with_ids = messages_with_ids
         self._pending: list[Op | None] = []
         "Queued operations (None: close); the thread takes them all at once."
         self._arrived = threading.Condition()
@@ -229,6 +233,19 @@ class Writer:
             self._batch_cleared.add(op.session_id)
             # Deletes reach only documents added before them, so later adds of this batch survive.
             self._writer.delete_documents_by_term("session", op.session_id)
+        elif op.kind == "delete" and op.ids:
+            self._delete(op)
+
+    def _delete(self, op: Op) -> None:
+        """Delete some of a session's messages by id: those committed and those added in this batch."""
+        wanted = set(op.ids)
+        query = self._messages_with_ids(op.session_id, sorted(wanted))
+        committed = 0 if op.session_id in self._batch_cleared else int(
+            self.index.searcher().search(query, limit=1, count=True).count)  # type: ignore[attr-defined]
+        batch = self._batch_ids.get(op.session_id, set())
+        op.cleared = committed + len(batch & wanted)
+        batch -= wanted
+        self._writer.delete_documents_by_query(query)
 
     def _add(self, session_id: str, records: list[Record]) -> None:
         self._batch_ids.setdefault(session_id, set()).update(record.id for record in records)
@@ -240,4 +257,6 @@ class Writer:
             document.add_text("role", record.role)
             document.add_text("sender", record.sender)
             document.add_text("content", record.content)
+            if record.payload:
+                document.add_bytes("payload", record.payload.encode())
             self._writer.add_document(document)

@@ -103,6 +103,18 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                                        next_page_token=token)
 
     @translated
+    async def ListMessages(self, request: pb.ListMessagesRequest,
+                           context: grpc.aio.ServicerContext) -> pb.ListMessagesResponse:
+        # Reads the archive and converts up to PAGE_BYTES of text: off the event loop.
+        def page() -> pb.ListMessagesResponse:
+            found = self.app.transcript.page(request.session_id, request.page_size, request.page_token,
+                                             request.newest_first)
+            return pb.ListMessagesResponse(messages=[convert.message(record) for record in found.records],
+                                           next_page_token=found.next_token)
+
+        return await asyncio.to_thread(page)
+
+    @translated
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
         query = convert.query(request)
 
@@ -141,3 +153,13 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                             context: grpc.aio.ServicerContext) -> pb.RemoveSessionResponse:
         deleted = await asyncio.to_thread(self.app.lifecycle.remove, request.session_id)
         return pb.RemoveSessionResponse(deleted=convert.deleted(deleted))
+
+    @translated
+    async def DeleteMessages(self, request: pb.DeleteMessagesRequest,
+                             context: grpc.aio.ServicerContext) -> pb.DeleteMessagesResponse:
+        def delete() -> pb.DeleteMessagesResponse:
+            result = self.app.lifecycle.delete_messages(request.session_id, list(request.ids), request.last)
+            return pb.DeleteMessagesResponse(messages=[convert.message(record) for record in result.records],
+                                             deleted=convert.deleted(result.deleted))
+
+        return await asyncio.to_thread(delete)

@@ -177,8 +177,9 @@ class Sessions:
             session = Session(session_id, self.directory(session_id))
             self._open[session_id] = session
             self._evict()
-        for store in self.derived:
-            store.recover(session_id, list(session.records))
+        with session.lock:  # so no snapshot a store recovers from predates a deletion that reached it first
+            for store in self.derived:
+                store.recover(session_id, list(session.records))
         return session
 
     def _evict(self) -> None:
@@ -354,7 +355,7 @@ class Sessions:
     def _record(self, message: NewMessage, idempotency_key: str) -> Record:
         content, sender, send_at = legacy.resolve(message.content, message.sender, message.send_at)
         return Record(role=message.role, content=content, send_at=send_at or self.clock(), sender=sender,
-                      idempotency_key=idempotency_key)
+                      idempotency_key=idempotency_key, payload=message.payload)
 
     def window(self, session_id: str) -> list[Record]:
         """The last max_history_messages messages, oldest first."""
@@ -421,14 +422,40 @@ class Sessions:
         session._lowered = {}
         return removed
 
+    def drop(self, session: Session, ids: set[int], next_id: int) -> list[Record]:
+        """Delete the records with these ids from history.json, ids continuing from `next_id`; returns them."""
+        removed = [record for record in session.records if record.id in ids]
+        if not removed:
+            return []
+        kept = [record for record in session.records if record.id not in ids]
+        try:
+            self._raise_floor(session, next_id)
+            self.journal.settle(self._journaled(session))
+            session.size = history.rewrite(session.history_path, kept)
+        except OSError as exc:
+            raise storage_error(exc, f"deleting messages of session {session.id}") from exc
+        session.records = kept
+        session._lowered = {}
+        for key in {record.idempotency_key for record in removed if record.idempotency_key}:
+            # As history.json tells after a restart: a key whose messages are all gone is forgotten.
+            if not (left := [record for record in session.replies.pop(key) if record.id not in ids]):
+                continue
+            session.replies[key] = left
+        return removed
+
+    def _raise_floor(self, session: Session, next_id: int) -> None:
+        """Ids never go below `next_id`, even once history.json no longer holds the newest of them."""
+        next_id = max(next_id, session.next_id)
+        if next_id > session.floor_id:
+            durable.atomic_write(session.next_id_path, str(next_id).encode())
+            session.floor_id = next_id
+
     def clear(self, session: Session, drop_summary: bool, next_id: int) -> tuple[int, bool]:
         """Delete history.json (and summary.json), ids continuing from `next_id`; returns
         (messages deleted, summary deleted)."""
         count = len(session.records)
-        next_id = max(next_id, session.next_id)
         try:
-            durable.atomic_write(session.next_id_path, str(next_id).encode())
-            session.floor_id = next_id
+            self._raise_floor(session, next_id)
             self.journal.settle(self._journaled(session))
             durable.remove_file(session.history_path)
             summary_deleted = False

@@ -19,7 +19,7 @@ def index(tmp_path: Path) -> Path:
         archive.flush()
     archive.cleared("nobody")
     archive.close()
-    return tmp_path / ".store/archive/index"
+    return archive.index_dir
 
 
 def test_an_intact_index_has_no_damage(index: Path):

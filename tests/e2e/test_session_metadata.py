@@ -33,13 +33,15 @@ def check(calls: list[Seen]) -> set[str]:
 
 def test_the_per_session_rpcs_are_the_memory_and_fit_service_ones_naming_a_session():
     assert PER_SESSION == {"Append", "GetContext", "Search", "Compact", "Summarize", "GetSummary", "Reset",
-                           "RemoveSession", "FitContext"}
+                           "RemoveSession", "ListMessages", "DeleteMessages", "FitContext"}
 
 
 def test_python_sends_the_session_on_every_per_session_rpc(server):
     calls = [
         lambda m: m.append("py-1", [("user", "hello"), ("assistant", "hi")]),
         lambda m: m.get_context("py-1"),
+        lambda m: m.list_messages("py-1"),
+        lambda m: m.delete_messages("py-1", last=1),
         lambda m: m.search("py-1", "hello", match="keyword"),
         lambda m: m.compact("py-1"),
         lambda m: m.summarize("py-1"),

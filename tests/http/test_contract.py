@@ -84,6 +84,15 @@ def test_every_rpc_answers_json_over_curl_as_grpc_does(make_server, llm_server):
         assert int(summary["cursorUnixNano"]) > 0
         listed = call("MemoryService/ListSessions", {"session_id_contains": "OP"})
         assert [s["sessionId"] for s in listed["sessions"]] == ["ops"] and listed["sessions"][0]["hasSummary"]
+        listed = call("MemoryService/ListMessages", {"session_id": "ops", "page_size": 3, "newest_first": True})
+        assert listed == as_json(memory.ListMessages(memory_pb2.ListMessagesRequest(
+            session_id="ops", page_size=3, newest_first=True)))
+        assert [m["id"] for m in listed["messages"]] == ["2", "3", "4"] and listed["nextPageToken"] == "2"
+        call("MemoryService/Append", {"session_id": "ops", "messages": [
+            {"role": "ROLE_TOOL", "content": "a tool's answer", "payload_json": '{"tool_call_id": "c1"}'}]})
+        popped = call("MemoryService/DeleteMessages", {"session_id": "ops", "last": 1})
+        assert [(m["role"], m["payloadJson"]) for m in popped["messages"]] == [("ROLE_TOOL", '{"tool_call_id": "c1"}')]
+        assert popped["deleted"]["historyMessages"] == 1
         assert call("MemoryService/Compact", {"session_id": "ops"})["removed"] == 2
         assert [m.content for m in grpc_client.get_context("ops").window] == [m["content"] for m in CONVERSATION[2:]]
         reset = call("MemoryService/Reset", {"session_id": "ops", "mode": "RESET_MODE_SUMMARY"})

@@ -227,6 +227,43 @@ def test_a_reset_or_removal_killed_part_way_is_done_in_full_or_not_at_all(make_s
     assert not list((server.data_dir / "sessions").glob(".intent-*"))
 
 
+@pytest.mark.parametrize(("point", "compacted", "done"), [
+    ("durable.atomic_write.synced=kill@1", False, False),  # the intent's temp file written, not renamed
+    ("durable.atomic_write.renamed=kill@1", False, True),  # the intent recorded
+    ("lifecycle.delete.intended=kill@1", True, True),
+    ("archive.deleted=kill@1", True, True),  # the archive's delete committed
+    ("lifecycle.delete.derived=kill@1", True, True),  # the vectors told, history.json untouched
+    ("durable.atomic_write.renamed=kill@2", False, True),  # .next_id raised, history.json not yet rewritten
+])
+def test_a_deletion_killed_part_way_is_done_in_full_or_not_at_all(make_server, point, compacted, done):
+    server = failing(make_server, point, "--max-history-messages", "2")
+    tokens = [f"t{index}x" for index in range(6)]
+    with server.client() as client:
+        for token in tokens:
+            client.append("s", [("user", f"about {token}"), ("assistant", "ok")])
+            if compacted and token == tokens[3]:
+                assert client.compact("s").removed == 6  # message 1 only in the archive from here
+        wait_for(lambda: client.search("s", "about", include_window=True).unsearched == 0)
+        with pytest.raises(MemsvcError):
+            client.delete_messages("s", [1, 11, 12])  # about t0x, about t5x and its "ok"
+    server.process.wait()
+    server.env.pop("MEMSVC_FAILPOINTS")
+    server.start()
+    with server.client() as client:
+        window = [m.id for m in client.get_context("s").window]
+        best = [hit.message.id for hit in client.search("s", "about t5x", limit=1, include_window=True).hits
+                if not hit.is_context]
+        if not done:
+            assert tokens_found(client, "s", tokens) == [1] * len(tokens)
+            assert window == [11, 12] and best == [11]
+            return
+        assert tokens_found(client, "s", tokens) == [0, 1, 1, 1, 1, 0]
+        assert window == [9, 10] and best not in ([], [11]), "no vector of a deleted message is found"
+        assert client.append("s", [("user", "after")]).messages[0].id == 13
+        assert client.delete_messages("s", [1, 11, 12]).messages == []
+    assert not list((server.data_dir / "sessions").glob(".intent-*"))
+
+
 def test_reset_racing_remove_session_answers_ok_or_not_found(make_server):
     server = make_server()
     outcomes: collections.Counter[str] = collections.Counter()

@@ -83,8 +83,10 @@ def status_of(call, request) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
+payloads = st.one_of(st.text(max_size=300), st.sampled_from([
+    "", "{}", '{"a": [1, 2.5e300, null]}', "[" * 5000, '"\\ud800"', "1e999", '{"x": "' + "y" * 1_100_000 + '"}']))
 messages = st.builds(pb.Message, role=int32s, content=texts, sender=st.text(max_size=300),
-                     send_at_unix_nano=int64s, id=st.integers(min_value=0, max_value=2**64 - 1))
+                     send_at_unix_nano=int64s, id=st.integers(min_value=0, max_value=2**64 - 1), payload_json=payloads)
 
 
 @EXAMPLES
@@ -106,6 +108,10 @@ def test_session_rpcs(live, session_id, text, mode, page_size, token):
     status_of(memory.Reset, pb.ResetRequest(session_id=session_id, mode=mode))
     status_of(memory.Summarize, pb.SummarizeRequest(session_id=session_id))
     status_of(memory.ListSessions, pb.ListSessionsRequest(page_size=page_size, page_token=token))
+    status_of(memory.ListMessages, pb.ListMessagesRequest(session_id=session_id, page_size=page_size,
+                                                          page_token=token, newest_first=mode % 2 == 0))
+    status_of(memory.DeleteMessages, pb.DeleteMessagesRequest(session_id=session_id, last=page_size))
+    status_of(memory.DeleteMessages, pb.DeleteMessagesRequest(session_id=session_id, ids=[page_size, 2**64 - 1]))
     status_of(memory.RemoveSession, pb.RemoveSessionRequest(session_id=session_id))
     live.check()
 

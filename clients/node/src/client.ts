@@ -29,8 +29,10 @@ import {
   AppendRequestSchema,
   type AppendResponse,
   type CompactResponse,
+  type DeleteMessagesResponse,
   type GetContextResponse,
   type GetSummaryResponse,
+  type ListMessagesResponse,
   type ListSessionsResponse,
   MemoryService,
   type MessageSchema,
@@ -218,6 +220,23 @@ export class MemsvcClient {
   listSessions(options: Call & { pageSize?: number; pageToken?: string } = {}): Promise<ListSessionsResponse> {
     const [call, page] = split(options);
     return this.call((o) => this.memory.listSessions(page, o), call);
+  }
+
+  /** One page of every message the session stores (archive and history.json), with payloads;
+   * `newestFirst` pages from the newest back (each page still oldest first). */
+  listMessages(sessionId: string,
+    options: Call & { pageSize?: number; pageToken?: string; newestFirst?: boolean } = {}):
+    Promise<ListMessagesResponse> {
+    const [call, page] = split(options);
+    return this.call((o) => this.memory.listMessages({ ...page, sessionId }, o), call);
+  }
+
+  /** Deletes the messages with these ids, or the newest `last`, from every store; returns them.
+   * Retried only with ids (a retry then deletes nothing more), unless `retry` says otherwise. */
+  deleteMessages(sessionId: string, target: { ids?: readonly bigint[]; last?: number },
+    options: Call = {}): Promise<DeleteMessagesResponse> {
+    const ids = [...(target.ids ?? [])];
+    return this.call((o) => this.memory.deleteMessages({ sessionId, ids, last: target.last ?? 0 }, o), options);
   }
 
   // -- FitService ------------------------------------------------------------

@@ -92,6 +92,17 @@ class AsyncClient(Connection):
         return await self._call("ListSessions", {"page_size": page_size, "page_token": page_token,
                                                  "session_id_contains": session_id_contains}, timeout)
 
+    async def list_messages(self, session_id: str, *, page_size: int = 0, page_token: str = "",
+                            newest_first: bool = False, timeout: float | None = None) -> r.ListMessagesResponse:
+        return await self._call("ListMessages", {"session_id": session_id, "page_size": page_size,
+                                                 "page_token": page_token, "newest_first": newest_first}, timeout)
+
+    async def delete_messages(self, session_id: str, ids: Iterable[int] = (), *, last: int = 0,
+                              timeout: float | None = None, retry: bool | None = None) -> r.DeleteMessagesResponse:
+        ids = list(ids)
+        return await self._call("DeleteMessages", {"session_id": session_id, "ids": ids, "last": last}, timeout,
+                                bool(ids) if retry is None else retry)
+
     # -- FitService ----------------------------------------------------------
 
     async def fit_context(self, session_id: str, vendor: str, model: str, messages: Iterable[ChatMessage], *,

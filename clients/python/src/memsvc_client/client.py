@@ -100,6 +100,21 @@ class Client(Connection):
         return self._call("ListSessions", {"page_size": page_size, "page_token": page_token,
                                                      "session_id_contains": session_id_contains}, timeout)
 
+    def list_messages(self, session_id: str, *, page_size: int = 0, page_token: str = "",
+                      newest_first: bool = False, timeout: float | None = None) -> r.ListMessagesResponse:
+        """One page of every message the session stores (archive and history.json), with payloads;
+        `newest_first` pages from the newest back (each page still oldest first)."""
+        return self._call("ListMessages", {"session_id": session_id, "page_size": page_size,
+                                           "page_token": page_token, "newest_first": newest_first}, timeout)
+
+    def delete_messages(self, session_id: str, ids: Iterable[int] = (), *, last: int = 0,
+                        timeout: float | None = None, retry: bool | None = None) -> r.DeleteMessagesResponse:
+        """Delete the messages with these ids, or the newest `last`, from every store; returns them.
+        Retried only with `ids` (a retry then deletes nothing more), unless `retry` says otherwise."""
+        ids = list(ids)
+        return self._call("DeleteMessages", {"session_id": session_id, "ids": ids, "last": last}, timeout,
+                          bool(ids) if retry is None else retry)
+
     # -- FitService ----------------------------------------------------------
 
     def fit_context(self, session_id: str, vendor: str, model: str, messages: Iterable[ChatMessage], *,

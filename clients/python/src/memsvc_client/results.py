@@ -22,6 +22,7 @@ class Message:
     sender: str = ""
     send_at_unix_nano: int = 0
     embedding: list[float] = field(default_factory=list)
+    payload_json: str = ""
 
 
 @_result
@@ -125,6 +126,18 @@ class SessionInfo:
 class ListSessionsResponse:
     sessions: list[SessionInfo] = field(default_factory=list)
     next_page_token: str = ""
+
+
+@_result
+class ListMessagesResponse:
+    messages: list[Message] = field(default_factory=list)
+    next_page_token: str = ""
+
+
+@_result
+class DeleteMessagesResponse:
+    messages: list[Message] = field(default_factory=list)
+    deleted: Deleted | None = None
 
 
 @_result
