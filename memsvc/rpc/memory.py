@@ -3,7 +3,9 @@
 Only quick, bounded work runs on the event loop. What waits (an archive
 commit, an LLM or embedding call, the disk) runs on a worker thread, and
 searches, which compute, on the `searches` pool (offload.py), together with
-the conversion of their requests and replies. A small Append to a session in
+the conversion of their requests and replies; a semantic search over a small
+index already in memory is shorter than the hop there and back, and runs on
+the loop. A small Append to a session in
 memory is written from the loop and awaits the journal's sync
 (window/journal.py) without a thread of its own.
 """
@@ -124,6 +126,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
         if self.app.searcher.may_wait(query):  # an embedding endpoint or an index to load: not the pool's turn
             return await asyncio.to_thread(search)
+        if self.app.searcher.quick(query):  # a scan shorter than the hop to the pool and back
+            return search()
         return await self.searches.run(query.session_id, search)
 
     @translated

@@ -28,6 +28,10 @@ class Searcher:
         """Semantic and hybrid search may load a session's index or call an embedding endpoint."""
         return query.match != "keyword" and self.semantic.may_wait(query)
 
+    def quick(self, query: Query) -> bool:
+        """A semantic search that scans a small index in memory: it may run where it is asked."""
+        return query.match == "semantic" and self.semantic.quick(query)
+
     def search(self, query: Query) -> Results:
         limits = bounds(query, self.clock())
         if query.match == "keyword":

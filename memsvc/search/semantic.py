@@ -17,7 +17,7 @@ from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.search.expansion import expand
 from memsvc.search.query import Bounds, Query, Results
 from memsvc.vectors.embedders.base import Embedder
-from memsvc.vectors.generation import Eligible
+from memsvc.vectors.generation import EXACT_ITEMS, Eligible
 from memsvc.vectors.store import Nearest, VectorStore
 from memsvc.window.sessions import Sessions
 
@@ -31,7 +31,18 @@ class SemanticSearch:
     def may_wait(self, query: Query) -> bool:
         """False when the search needs no thread: an instant embedder (or the client's
         vector) and an index already in memory with nothing pending."""
-        return not ((query.vector or self.embedder.instant) and self.vectors.ready(query.session_id))
+        return self._ready_rows(query) is None
+
+    def quick(self, query: Query) -> bool:
+        """True when the search is one exact scan of at most EXACT_ITEMS vectors in memory (~0.2-0.4 ms at
+        10,000 of 256 dimensions): cheaper to run than the hop to a thread and back."""
+        rows = self._ready_rows(query)
+        return rows is not None and rows <= EXACT_ITEMS
+
+    def _ready_rows(self, query: Query) -> int | None:
+        if not (query.vector or self.embedder.instant):
+            return None
+        return self.vectors.ready_rows(query.session_id)
 
     def search(self, query: Query, limits: Bounds) -> Results:
         found = self.nearest(query, limits)

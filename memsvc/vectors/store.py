@@ -181,14 +181,17 @@ class VectorStore:
 
     # -- search --------------------------------------------------------------
 
-    def ready(self, session_id: str) -> bool:
-        """The session's index is in memory with nothing pending: a search does no I/O and embeds nothing."""
+    def ready_rows(self, session_id: str) -> int | None:
+        """How many vectors the session's index holds when it is in memory with nothing pending (a search
+        then does no I/O and embeds nothing); None otherwise."""
         with self._registry:
             state = self._states.get(session_id)
         if state is None:
-            return False
+            return None
         with state.lock:
-            return state.loaded and not state.pending
+            if not state.loaded or state.pending:
+                return None
+            return state.tail.length + (state.generation.info.items if state.generation is not None else 0)
 
     def nearest(self, session_id: str, records: list[Record], query: np.ndarray, limit: int,
                 eligible: Eligible) -> Nearest:

@@ -193,7 +193,7 @@ def test_deleted_messages_are_skipped_at_once_and_left_out_by_the_next_build(har
     harness.append("s", conversation(40))
     wait_for(lambda: built_items(harness.directory("s")) == 40)
     harness.append("s", conversation(4, start=41))  # in the tail
-    wait_for(lambda: harness.store.ready("s"))
+    wait_for(lambda: harness.store.ready_rows("s") is not None)
     target = harness.exact("s", "lunch plans", limit=1)[0]
     gone = [target, 42]
     assert harness.store.deleted("s", gone) == 2
@@ -226,10 +226,10 @@ def test_a_message_deleted_while_it_is_embedded_gets_no_vector(harness):
     harness.append("s", records)  # queued; the worker may be embedding them now
     harness.store.deleted("s", [2])
     harness.history["s"] = [records[0], records[2]]
-    wait_for(lambda: harness.store.ready("s"))
+    wait_for(lambda: harness.store.ready_rows("s") is not None)
     assert sorted(harness.search("s", "note", limit=5).ids) == [1, 3]
     harness = harness.restart()
-    wait_for(lambda: harness.store.ready("s"))
+    wait_for(lambda: harness.store.ready_rows("s") is not None)
     assert sorted(harness.search("s", "note", limit=5).ids) == [1, 3]
     harness.store.close()
 
@@ -314,9 +314,9 @@ def test_eligibility_filters_ids_time_and_window(harness):
     assert found.ids and all(10 <= id_ <= 40 for id_ in found.ids) and len(found.ids) == 31 - 0
 
 
-def test_ready_means_in_memory_with_nothing_pending(harness):
-    assert not harness.store.ready("s")
+def test_ready_means_in_memory_with_nothing_pending_and_counts_what_a_search_scans(harness):
+    assert harness.store.ready_rows("s") is None
     harness.store.recover("s", [])
     harness.append("s", conversation(5))
-    wait_for(lambda: harness.store.ready("s"))
-    assert not harness.store.ready("other")
+    wait_for(lambda: harness.store.ready_rows("s") == 5)
+    assert harness.store.ready_rows("other") is None
