@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from http.server import BaseHTTPRequestHandler
 
 import msgspec
 
 from memsvc.core.http import Provider
 from memsvc.vectors.embedders.builtin import BuiltinEmbedder
 from memsvc.vectors.embedders.openai import HttpEmbedder
+from tests.support.loopback import Loopback
 
 
 class Received(msgspec.Struct):
@@ -28,7 +28,7 @@ class Received(msgspec.Struct):
     body: dict
 
 
-class EmbeddingServer:
+class EmbeddingServer(Loopback):
     def __init__(self, dimension: int = 64, answer_dimension: int | None = None):
         self.embedder = BuiltinEmbedder(answer_dimension or dimension)
         self.received: list[Received] = []
@@ -36,13 +36,7 @@ class EmbeddingServer:
         self.shuffle = False
         self._failures: list[int] = []
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        super().__init__(self._handler(), "/v1")
 
     def fail(self, count: int, status: int = 503) -> None:
         with self._lock:
@@ -52,14 +46,6 @@ class EmbeddingServer:
         """The texts of every embedding request, one list per request."""
         with self._lock:
             return [list(request.body["input"]) for request in self.received]
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
 
     def _answer(self, path: str, authorization: str, body: dict) -> tuple[int, bytes]:
         with self._lock:

@@ -12,30 +12,20 @@ import json
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
+from tests.support.loopback import Loopback
 
-class JSONServer:
+
+class JSONServer(Loopback):
     def __init__(self) -> None:
         self.documents: dict[str, tuple[int, bytes, float]] = {}
         self.hits: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.http.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.http.server_address[1]}"
-        self._thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
-
-    def start(self) -> JSONServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
+        super().__init__(self._handler())
 
     def serve(self, path: str, document: Any = None, *, status: int = 200, raw: bytes | None = None,
               delay: float = 0.0) -> str:

@@ -15,10 +15,12 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from tests.support.loopback import Loopback
 
 
 @dataclass
@@ -68,26 +70,14 @@ class Request:
 Scripted = Reply | str | Callable[[Request], "Reply | str"]
 
 
-class LLMServer:
+class LLMServer(Loopback):
     def __init__(self) -> None:
         self.requests: list[Request] = []
         self.scripts: dict[str, deque[Scripted]] = defaultdict(deque)
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.http.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
-
-    def start(self) -> LLMServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
+        super().__init__(self._handler(), "/v1")
 
     def script(self, model: str, *replies: Scripted) -> None:
         """Queue replies for `model`: a text, a Reply, or a function of the request."""

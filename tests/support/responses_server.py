@@ -12,10 +12,12 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from tests.support.loopback import Loopback
 
 Script = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
@@ -34,24 +36,12 @@ def reasoning(summary: str, item_id: str) -> dict[str, Any]:
     return {"type": "reasoning", "id": item_id, "summary": [{"type": "summary_text", "text": summary}]}
 
 
-class ResponsesServer:
+class ResponsesServer(Loopback):
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.script: Script = lambda body: [message("no script", "msg_none")]
         self._lock = threading.Lock()
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.http.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
-
-    def start(self) -> ResponsesServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
+        super().__init__(self._handler(), "/v1")
 
     def _reply(self, body: dict[str, Any]) -> bytes:
         with self._lock:

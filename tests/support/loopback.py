@@ -1,0 +1,36 @@
+"""A real HTTP server on loopback, served by a thread of its own: what every
+stand-in for a provider (LLM, embedding, JSON tables, Responses API) shares.
+
+Must never know what a provider speaks: each stand-in brings its handler.
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
+
+
+class Loopback:
+    """Listens on 127.0.0.1 at a free port; `base_url` is its address followed by `prefix`."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], prefix: str = ""):
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.http.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.http.server_address[1]}{prefix}"
+        self._thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
