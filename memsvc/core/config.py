@@ -131,6 +131,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "HOST:PORT serving Prometheus metrics."
     http_listen: str = ""
     "HOST:PORT serving every RPC as HTTP/JSON (the Connect protocol) and the web dashboard at /."
+    http_allowed_hosts: list[str] = msgspec.field(default_factory=list)
+    ("Host names the HTTP listener answers without token_file, besides IP addresses and localhost (a guard "
+     "against DNS rebinding); * answers any.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     "Lowest log level written (JSON lines on stderr)."
     shutdown_grace_seconds: float = 10.0
@@ -162,6 +165,8 @@ def _field_docs() -> dict[str, str]:
 
 
 FIELDS = msgspec.structs.fields(Settings)
+LIST_FIELDS = {"listen", "http_allowed_hosts"}
+"Settings given as a repeated flag or a comma-separated environment variable."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -172,7 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag = "--" + field.name.replace("_", "-")
         env = ENV_PREFIX + field.name.upper()
         text = f"{docs.get(field.name, '')} [env {env}]".replace("%", "%%")
-        if field.name == "listen":
+        if field.name in LIST_FIELDS:
             parser.add_argument(flag, action="append", dest=field.name, help=text)
         else:
             parser.add_argument(flag, dest=field.name, help=text)
@@ -184,7 +189,7 @@ def _from_env(environ: dict[str, str]) -> dict[str, Any]:
         value = environ.get(ENV_PREFIX + field.name.upper())
         if value is None:
             continue
-        found[field.name] = value.split(",") if field.name == "listen" else value
+        found[field.name] = value.split(",") if field.name in LIST_FIELDS else value
     return found
 
 

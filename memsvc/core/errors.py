@@ -19,6 +19,7 @@ class Kind(enum.Enum):
     RESOURCE_EXHAUSTED = "resource_exhausted"
     UNAVAILABLE = "unavailable"
     UNAUTHENTICATED = "unauthenticated"
+    PERMISSION_DENIED = "permission_denied"
     INTERNAL = "internal"
 
 
@@ -62,6 +63,11 @@ class Unavailable(MemsvcError):
 class Unauthenticated(MemsvcError):
     kind = Kind.UNAUTHENTICATED
     reason = "INVALID_TOKEN"
+
+
+class PermissionDenied(MemsvcError):
+    kind = Kind.PERMISSION_DENIED
+    reason = "PERMISSION_DENIED"
 
 
 class InvalidSetting(Exception):

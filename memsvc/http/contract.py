@@ -58,6 +58,10 @@ class Contract(ConnectASGIApplication[Mapping[str, object]]):
             return
         await super().__call__(scope, self._limited(scope, receive), send)
 
+    async def refuse(self, error: MemsvcError, send: Any) -> None:
+        """Answer with `error` as a Connect error, whatever was asked."""
+        await self._handle_error(calls.connect_error(to_status(error)), None, send)
+
     def _limited(self, scope: Any, receive: Any) -> Any:
         """`receive`, refusing a body past max_request_bytes as soon as its length or its bytes say so,
         not after buffering all of it."""

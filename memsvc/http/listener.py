@@ -22,10 +22,11 @@ from typing import Any
 import uvicorn
 
 from memsvc.core.config import Settings
-from memsvc.core.errors import InvalidSetting
+from memsvc.core.errors import InvalidSetting, PermissionDenied
 from memsvc.http.contract import Contract
 from memsvc.http.dashboard import Dashboard
 from memsvc.http.gate import Gate
+from memsvc.http.hosts import AllowedHosts
 from memsvc.rpc import auth
 
 log = logging.getLogger(__name__)
@@ -69,15 +70,19 @@ def _tls(settings: Settings) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLCo
 class Routes:
     """The contract's paths (`/<service>/...`) to the Connect application, every other path to the dashboard."""
 
-    def __init__(self, services: list[str], contract: Contract, dashboard: Dashboard):
+    def __init__(self, services: list[str], contract: Contract, dashboard: Dashboard, hosts: AllowedHosts):
         self.prefixes = tuple(f"/{name}/" for name in services)
         self.contract = contract
         self.dashboard = dashboard
+        self.hosts = hosts
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
-        if scope["path"].startswith(self.prefixes):
+        host = dict(scope.get("headers", ())).get(b"host", b"").decode("latin-1")
+        if not self.hosts.admits(host):
+            await self.contract.refuse(PermissionDenied(self.hosts.refusal(host), reason="HOST_NOT_ALLOWED"), send)
+        elif scope["path"].startswith(self.prefixes):
             await self.contract(scope, receive, send)
         else:
             await self.dashboard(scope, receive, send)
@@ -101,8 +106,9 @@ class HttpListener:
         """Serve `servicers` (service full name -> the gRPC server's servicer); returns the bound HOST:PORT."""
         settings = self.settings
         contract = Contract(servicers, Gate(self.token, settings.max_concurrent_rpcs), settings.max_request_bytes)
+        hosts = AllowedHosts(settings.http_allowed_hosts, token_required=self.token is not None)
         config = uvicorn.Config(
-            Routes(list(servicers), contract, self.dashboard), http="h11", ws="none", lifespan="off",
+            Routes(list(servicers), contract, self.dashboard, hosts), http="h11", ws="none", lifespan="off",
             interface="asgi3", log_config=None, access_log=False, proxy_headers=False, server_header=False,
             date_header=False, ssl_context_factory=self.tls,
             timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds))

@@ -32,6 +32,7 @@ CODES = {
     Kind.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Kind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Kind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    Kind.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Kind.INTERNAL: grpc.StatusCode.INTERNAL,
 }
 
