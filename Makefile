@@ -142,4 +142,7 @@ bench-vectors: install local-model ## the vector index at 10k and 100k vectors v
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-vectors dashboard chromium
+bench-revisions: install ## the same calls against two revisions side by side, with a twin for noise: ARGS="REV1 REV2", ~3 min
+	$(BIN)/python benchmarks/revisions.py $(ARGS)
+
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-vectors bench-revisions dashboard chromium
