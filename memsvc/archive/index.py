@@ -231,17 +231,30 @@ class Archive:
         hits = searcher.search(query, limit=total, count=False).hits
         return {searcher.doc(address)["id"][0] for _, address in hits}
 
+    def _between(self, session_id: str, after_id: int, below_id: int) -> tantivy.Query:
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
+                                            (tantivy.Occur.Must, self._id_range(after_id + 1, below_id - 1))])
+
     def messages(self, session_id: str, after_id: int, below_id: int) -> list[Record]:
         """Archived messages with after_id < id < below_id, oldest first."""
         if below_id - after_id <= 1:
             return []
-        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
-                                             (tantivy.Occur.Must, self._id_range(after_id + 1, below_id - 1))])
+        query = self._between(session_id, after_id, below_id)
         searcher = self.index.searcher()
         total = _total(searcher.search(query, limit=1, count=True))
         if total == 0:
             return []
         hits = searcher.search(query, limit=total, count=False, order_by_field="id", order=tantivy.Order.Asc).hits
+        return [_record(searcher.doc(address)) for _, address in hits]
+
+    def page(self, session_id: str, after_id: int, below_id: int, limit: int) -> list[Record]:
+        """The first `limit` archived messages with after_id < id < below_id, oldest first: a long
+        session read in pages (an export), never whole."""
+        if below_id - after_id <= 1 or limit <= 0:
+            return []
+        searcher = self.index.searcher()
+        hits = searcher.search(self._between(session_id, after_id, below_id), limit=limit, count=False,
+                               order_by_field="id", order=tantivy.Order.Asc).hits
         return [_record(searcher.doc(address)) for _, address in hits]
 
     def count(self, session_id: str) -> int:

@@ -9,7 +9,7 @@ Must never touch requests that decode.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -42,11 +42,35 @@ def undecodable(error: Exception) -> InvalidArgument:
                            "request type", reason="MALFORMED_REQUEST")
 
 
+async def _refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
+    if isinstance(request, _Undecodable):
+        await context.abort_with_status(to_status(undecodable(request.error)))
+
+
 def _refusing_undecodable(behaviour: Behaviour) -> Behaviour:
     async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if isinstance(request, _Undecodable):
-            await context.abort_with_status(to_status(undecodable(request.error)))
+        await _refuse(request, context)
         return await behaviour(request, context)
+    return checked
+
+
+def _refusing_undecodable_replies(behaviour: Behaviour) -> Behaviour:
+    """The same for a server-streaming method (an async generator)."""
+    async def checked(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await _refuse(request, context)
+        async for reply in behaviour(request, context):
+            yield reply
+    return checked
+
+
+def _refusing_undecodable_requests(behaviour: Behaviour) -> Behaviour:
+    """The same for a client-streaming method: each request is checked as it arrives."""
+    async def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async def decoded() -> AsyncIterator[Any]:
+            async for request in requests:
+                await _refuse(request, context)
+                yield request
+        return await behaviour(decoded(), context)
     return checked
 
 
@@ -54,6 +78,8 @@ class MalformedRequests(grpc.aio.ServerInterceptor):
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
         if (handler is None or not handler_call_details.method.startswith(SERVICES)
-                or handler.request_streaming or handler.request_deserializer is None):
+                or handler.request_deserializer is None or (handler.request_streaming and handler.response_streaming)):
             return handler
-        return rewrap(handler, _refusing_undecodable, _tolerant(handler.request_deserializer))
+        wrap = (_refusing_undecodable_requests if handler.request_streaming
+                else _refusing_undecodable_replies if handler.response_streaming else _refusing_undecodable)
+        return rewrap(handler, wrap, _tolerant(handler.request_deserializer))

@@ -30,14 +30,23 @@ from memsvc.rpc.error_memory import ErrorMemoryServicer
 from memsvc.rpc.instrument import Metrics
 from memsvc.rpc.malformed import MalformedRequests
 from memsvc.rpc.memory import MemoryServicer
+from memsvc.rpc.shards import ShardServicer
 from memsvc.runtime.metrics import MetricsListener
-from memsvc_client.v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
+from memsvc_client.v1 import (
+    error_memory_pb2,
+    error_memory_pb2_grpc,
+    memory_pb2,
+    memory_pb2_grpc,
+    shards_pb2,
+    shards_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = (
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"].full_name,
+    shards_pb2.DESCRIPTOR.services_by_name["ShardService"].full_name,
 )
 ERROR_MEMORY_SERVICE = SERVICE_NAMES[1]
 LESSONS_HEALTH_SECONDS = 2.0
@@ -139,15 +148,17 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         # Built off the event loop so the health port answers NOT_SERVING meanwhile.
         self.app = await asyncio.to_thread(App, self.settings)
-        memory, lessons = MemoryServicer(self.app), ErrorMemoryServicer(self.app)
+        memory, lessons, shards = MemoryServicer(self.app), ErrorMemoryServicer(self.app), ShardServicer(self.app)
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(memory, self.grpc)
         error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(lessons, self.grpc)
+        shards_pb2_grpc.add_ShardServiceServicer_to_server(shards, self.grpc)
         reflection.enable_server_reflection(SERVICE_NAMES + (health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.grpc)
         bound = [_bind(self.grpc, address, tls) for address in self.settings.listen]
         await self.grpc.start()
+        servicers = dict(zip(SERVICE_NAMES, (memory, lessons, shards), strict=True))
         for transport in self.transports:
-            extra[transport.name] = await transport.open(dict(zip(SERVICE_NAMES, (memory, lessons), strict=True)))
+            extra[transport.name] = await transport.open(servicers)
         lessons_serving = await self._lessons_serving(None)
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         if not lessons_serving:

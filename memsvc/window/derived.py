@@ -57,3 +57,6 @@ class ArchiveOfRecord(DerivedStore, Protocol):
 
     def messages(self, session_id: str, after_id: int, below_id: int) -> list[Record]:
         """Archived messages with after_id < id < below_id, oldest first."""
+
+    def page(self, session_id: str, after_id: int, below_id: int, limit: int) -> list[Record]:
+        """The first `limit` archived messages with after_id < id < below_id, oldest first."""

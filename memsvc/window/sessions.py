@@ -24,12 +24,20 @@ import msgspec
 
 from memsvc.core import durable
 from memsvc.core.config import Settings
-from memsvc.core.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, storage_error
+from memsvc.core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    storage_error,
+)
 from memsvc.core.ids import check_session_id, is_session_id
 from memsvc.core.records import ROLES, Record
 from memsvc.runtime import metrics
 from memsvc.window import history, legacy
 from memsvc.window.derived import DerivedStore, EmbeddingSink
+from memsvc.window.holds import Holds
 
 MAX_SENDER_CHARS = 256
 MAX_IDEMPOTENCY_KEY_CHARS = 256
@@ -118,6 +126,8 @@ class Sessions:
         self._registry = threading.Lock()
         durable.ensure_dir(self.root)
         durable.sweep_deleted(self.root)
+        self.holds = Holds(self.root, clock)
+        "Sessions held while they move to another shard: every call about one is refused (holds.py)."
         self.stored = sum(1 for entry in self.root.iterdir() if entry.is_dir() and is_session_id(entry.name))
         "Session directories on disk, counted against max_sessions."
         metrics.gauge("sessions", "Sessions stored on disk.", lambda: self.stored)
@@ -126,7 +136,9 @@ class Sessions:
     # -- opening -----------------------------------------------------------
 
     def directory(self, session_id: str) -> Path:
-        return self.root / check_session_id(session_id)
+        """The session's directory, for every call about it: UNAVAILABLE while the session is held."""
+        self.holds.refuse(check_session_id(session_id))
+        return self.root / session_id
 
     def exists(self, session_id: str) -> bool:
         return self.directory(session_id).is_dir()
@@ -217,6 +229,7 @@ class Sessions:
 
     def _create(self, directory: Path) -> None:
         """Make a new session's directory if max_sessions allows one more."""
+        self.holds.refuse_creation()
         with self._registry:
             if self.stored >= self.settings.max_sessions:
                 raise ResourceExhausted(
@@ -364,6 +377,38 @@ class Sessions:
                 except FileNotFoundError:
                     found.append((entry.name, entry.stat().st_mtime_ns))
         return found
+
+    # -- moving (window/moves.py decides when) --------------------------------
+
+    def forget(self, session: Session) -> None:
+        """Drop an open session from memory (it is held, and read from disk while it moves); the
+        caller holds its lock."""
+        session.closed = True
+        with self._registry:
+            if self._open.get(session.id) is session:
+                del self._open[session.id]
+        for store in self.derived:
+            store.closed(session.id)
+
+    def install(self, session_id: str, staged: Path) -> None:
+        """Give an imported session, written complete in `staged`, its place in one rename, counted
+        against max_sessions."""
+        target = self.root / check_session_id(session_id)
+        with self._registry:
+            if target.exists():
+                raise AlreadyExists(f"session {session_id!r} is already stored here: remove it first to import it "
+                                    "again", reason="SESSION_EXISTS")
+            if self.stored >= self.settings.max_sessions:
+                raise ResourceExhausted(f"this server already stores {self.stored} sessions (max_sessions): remove "
+                                        "one or raise the setting", reason="SESSION_QUOTA_EXCEEDED")
+            try:
+                durable.publish(staged, target)
+            except OSError as exc:
+                raise storage_error(exc, f"importing session {session_id}") from exc
+            self.stored += 1
+            cached = self._open.pop(session_id, None)
+        if cached is not None:  # an empty copy opened before the import must not shadow the files
+            cached.closed = True
 
     def require(self, session_id: str) -> Session:
         session = self.reading(session_id)
