@@ -24,6 +24,6 @@ if [ ! -e "$policy" ]; then
   chmod 755 "$policy"
   added=1
 fi
-trap '[ -n "$added" ] && rm -f "$policy"' EXIT
+trap 'if [ -n "$added" ]; then rm -f "$policy"; fi' EXIT
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy >/dev/null

@@ -34,12 +34,13 @@ import (
 // DefaultTimeout is the deadline of every call whose context has none.
 const DefaultTimeout = 10 * time.Second
 
-// Client is a connection to one memsvc server. Both services' generated
-// methods are promoted: client.Append, client.GetContext, client.RecordError...
-// Every error they return is an *Error.
+// Client is a connection to one memsvc server. The services' generated
+// methods are promoted: client.Append, client.GetContext, client.RecordError,
+// client.GetServerInfo... Every error their unary calls return is an *Error.
 type Client struct {
 	memsvcv1.MemoryServiceClient
 	memsvcv1.ErrorMemoryServiceClient
+	memsvcv1.ShardServiceClient
 	conn *grpc.ClientConn
 }
 
@@ -129,6 +130,7 @@ func Dial(target string, options ...Option) (*Client, error) {
 	return &Client{
 		MemoryServiceClient:      memsvcv1.NewMemoryServiceClient(conn),
 		ErrorMemoryServiceClient: memsvcv1.NewErrorMemoryServiceClient(conn),
+		ShardServiceClient:       memsvcv1.NewShardServiceClient(conn),
 		conn:                     conn,
 	}, nil
 }
@@ -198,12 +200,13 @@ func bearer(token string) grpc.UnaryClientInterceptor {
 // in front of several servers routes by it.
 const SessionMetadata = "memsvc-session"
 
-var memoryService = "/" + string(memsvcv1.File_memsvc_v1_memory_proto.Services().ByName("MemoryService").FullName()) + "/"
+var errorMemoryService = "/" + string(memsvcv1.File_memsvc_v1_error_memory_proto.Services().ByName("ErrorMemoryService").FullName()) + "/"
 
-// sessionHeader names the session of every MemoryService RPC whose request has a session id.
+// sessionHeader names the session of every RPC whose request has a session id, but
+// ErrorMemoryService's (RecordError's session id is only where a lesson came from).
 func sessionHeader(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if named, ok := req.(interface{ GetSessionId() string }); ok && strings.HasPrefix(method, memoryService) {
+	if named, ok := req.(interface{ GetSessionId() string }); ok && !strings.HasPrefix(method, errorMemoryService) {
 		if id := named.GetSessionId(); id != "" && printableASCII(id) {
 			ctx = metadata.AppendToOutgoingContext(ctx, SessionMetadata, id)
 		}

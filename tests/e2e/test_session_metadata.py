@@ -14,6 +14,9 @@ from tests.support.grpc_proxy import RecordingProxy, Seen
 from tests.support.runners import scenario_runner
 
 PER_SESSION = {name for name, rpc in RPCS.items() if rpc.per_session}
+OPERATOR = {"ExportSession", "ImportSession", "HoldSession", "ReleaseSession"}
+"""Backups and moves: `memsvc export`, `import-session` and `reshard` (Python) run them; the Node and Go
+clients expose the generated stubs, with the header on the unary ones, but no wrapper and no scenario step."""
 STREAMING = {rpc.path: "unary_stream" if rpc.response_streaming else "stream_unary"
              for rpc in RPCS.values() if rpc.request_streaming or rpc.response_streaming}
 
@@ -80,4 +83,5 @@ def test_node_and_go_send_the_session_on_every_per_session_rpc(server, language)
         results = run(proxy.target, f"meta-{language}")
         seen = check(proxy.calls)
     assert len(proxy.calls) == len(results)
-    assert PER_SESSION <= seen, f"the scenario reaches every per-session RPC, missing {PER_SESSION - seen}"
+    wrapped = PER_SESSION - OPERATOR
+    assert wrapped <= seen, f"the scenario reaches every per-session RPC, missing {wrapped - seen}"

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { type DescMessage, fromJson, type JsonValue, type MessageShape, toJson } from "@bufbuild/protobuf";
 import {
   AppendRequestSchema, AppendResponseSchema, CompactRequestSchema, CompactResponseSchema, GetContextRequestSchema,
-  GetContextResponseSchema, GetSummaryRequestSchema, GetSummaryResponseSchema, MemsvcClient, MemsvcError,
+  GetContextResponseSchema, GetServerInfoRequestSchema, GetServerInfoResponseSchema, GetSummaryRequestSchema, GetSummaryResponseSchema, MemsvcClient, MemsvcError,
   RemoveSessionRequestSchema, RemoveSessionResponseSchema, ResetRequestSchema, ResetResponseSchema,
   SearchRequestSchema, SearchResponseSchema, SummarizeRequestSchema, SummarizeResponseSchema,
 } from "../src/index.js";
@@ -42,6 +42,8 @@ const RUNNERS: Record<string, Runner> = {
   Reset: rpc(ResetRequestSchema, ResetResponseSchema, (client, r) => client.reset(r.sessionId, r.mode)),
   RemoveSession: rpc(RemoveSessionRequestSchema, RemoveSessionResponseSchema,
     (client, r) => client.removeSession(r.sessionId)),
+  GetServerInfo: rpc(GetServerInfoRequestSchema, GetServerInfoResponseSchema,
+    (client, r) => client.getServerInfo(r.sessionId)),
 };
 
 async function main(): Promise<void> {

@@ -45,6 +45,7 @@ import {
   TimeRange,
   Match,
 } from "./gen/memsvc/v1/memory_pb.js";
+import { type GetServerInfoResponse, ShardService } from "./gen/memsvc/v1/shards_pb.js";
 import { DEFAULT_RETRY, RETRY, type RetryPolicy, retrying } from "./retry.js";
 import { parseTarget, sessionManager, type TlsOptions } from "./target.js";
 
@@ -97,10 +98,11 @@ function split<T extends Call>(options: T): [Call, Omit<T, keyof Call>] {
   return [{ timeoutMs, signal, retry }, fields];
 }
 
-/** Names the session of every MemoryService RPC whose request has a session_id. */
+/** Names the session of every unary RPC whose request has a session_id, but ErrorMemoryService's
+ * (RecordError's session_id is only where a lesson came from). */
 const sessionHeader: Interceptor = (next) => (request) => {
   const sessionId = (request.message as { sessionId?: unknown }).sessionId;
-  if (!request.stream && request.service.typeName === MemoryService.typeName &&
+  if (!request.stream && request.service.typeName !== ErrorMemoryService.typeName &&
     request.method.input.fields.some((field) => field.name === "session_id") &&
     typeof sessionId === "string" && /^[\x20-\x7e]+$/.test(sessionId)) {
     request.header.set(SESSION_METADATA, sessionId);
@@ -113,6 +115,8 @@ export class MemsvcClient {
   readonly memory: Client<typeof MemoryService>;
   /** The generated ErrorMemoryService client. */
   readonly errors: Client<typeof ErrorMemoryService>;
+  /** The generated ShardService client (server info; session export, import and holds). */
+  readonly shards: Client<typeof ShardService>;
   private readonly sessions: Http2SessionManager;
 
   constructor(target: string, options: ClientOptions = {}) {
@@ -138,6 +142,7 @@ export class MemsvcClient {
     });
     this.memory = createClient(MemoryService, transport);
     this.errors = createClient(ErrorMemoryService, transport);
+    this.shards = createClient(ShardService, transport);
   }
 
   /** Closes the connection; calls after this reconnect. */
@@ -235,5 +240,13 @@ export class MemsvcClient {
 
   deleteError(id: string, options: Call = {}): Promise<DeleteErrorResponse> {
     return this.call((o) => this.errors.deleteError({ id }, o), options);
+  }
+
+  // -- ShardService ----------------------------------------------------------
+
+  /** Which server answered: its shard name, version and data directory. With a session id the call
+   * is routed like that session's calls, and says whether the server stores or holds it. */
+  getServerInfo(sessionId = "", options: Call = {}): Promise<GetServerInfoResponse> {
+    return this.call((o) => this.shards.getServerInfo({ sessionId }, o), options);
   }
 }

@@ -18,3 +18,4 @@ export type { TlsOptions } from "./target.js";
 export { Code } from "@connectrpc/connect";
 export * from "./gen/memsvc/v1/error_memory_pb.js";
 export * from "./gen/memsvc/v1/memory_pb.js";
+export * from "./gen/memsvc/v1/shards_pb.js";
