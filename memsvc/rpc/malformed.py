@@ -64,11 +64,14 @@ def _refusing_undecodable_replies(behaviour: Behaviour) -> Behaviour:
 
 
 def _refusing_undecodable_requests(behaviour: Behaviour) -> Behaviour:
-    """The same for a client-streaming method: each request is checked as it arrives."""
+    """The same for a client-streaming method: each request is checked as it arrives, and the
+    refusal is raised in the servicer's stream, so the servicer (rpc/status.py's `translated`)
+    answers it once it has undone what the earlier requests began."""
     async def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
         async def decoded() -> AsyncIterator[Any]:
             async for request in requests:
-                await _refuse(request, context)
+                if isinstance(request, _Undecodable):
+                    raise undecodable(request.error)
                 yield request
         return await behaviour(decoded(), context)
     return checked

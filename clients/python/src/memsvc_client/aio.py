@@ -144,10 +144,26 @@ class AsyncClient(Connection):
                              timeout: float | None = None) -> r.ImportSessionResponse:
         rpc = RPCS["ImportSession"]
         first, requests = self.import_requests(parts)
+        failed: list[BaseException] = []
+
+        async def sent() -> AsyncIterator[object]:
+            try:
+                for request in requests:
+                    yield request
+            except GeneratorExit:  # the call ended first
+                raise
+            except BaseException as error:  # reading the parts failed: end the call, then say why
+                failed.append(error)
+                call.cancel()
+
+        call = self.stubs["ImportSession"](sent(), timeout=timeout, metadata=self.call_metadata(rpc, first))
         try:
-            reply = await self.stubs["ImportSession"](requests, timeout=timeout,
-                                                      metadata=self.call_metadata(rpc, first))
-        except grpc.RpcError as error:
+            reply = await call
+        except (grpc.RpcError, asyncio.CancelledError) as error:
+            if failed:
+                raise failed[0] from None
+            if isinstance(error, asyncio.CancelledError):
+                raise
             raise from_rpc_error(error) from None
         return from_proto(rpc.result, reply)
 

@@ -159,10 +159,29 @@ class Client(Connection):
         head's session id. Not retried."""
         rpc = RPCS["ImportSession"]
         first, requests = self.import_requests(parts)
+        failed: list[BaseException] = []
+        calls: list[grpc.Future] = []
+
+        def sent() -> Iterator[object]:
+            """The parts; when reading them fails, the call ends (grpcio would wait for more)."""
+            try:
+                yield from requests
+            except GeneratorExit:  # the call ended first (grpcio closes the parts)
+                raise
+            except BaseException as error:
+                failed.append(error)
+                while not calls:
+                    time.sleep(0.001)
+                calls[0].cancel()
+
+        calls.append(self.stubs["ImportSession"].future(sent(), timeout=timeout,
+                                                        metadata=self.call_metadata(rpc, first)))
         try:
-            reply = self.stubs["ImportSession"](requests, timeout=timeout, metadata=self.call_metadata(rpc, first))
-        except grpc.RpcError as error:
-            raise from_rpc_error(error) from None
+            reply = calls[0].result()
+        except (grpc.RpcError, grpc.FutureCancelledError) as error:
+            if failed:
+                raise failed[0] from None
+            raise from_rpc_error(error) from None  # type: ignore[arg-type]
         return from_proto(rpc.result, reply)
 
     def hold_session(self, session_id: str, *, timeout: float | None = None) -> r.HoldSessionResponse:
