@@ -93,8 +93,9 @@ node-test: install node-install ## build the Node client and run its tests again
 postgres-server: ## install Debian's PostgreSQL server (as root, if missing) for error memory's tests and benchmark
 	scripts/install-postgresql.sh
 
-haproxy: ## install Debian's HAProxy (as root, if missing) for the sharding tests and benchmark
+haproxy: ## install Debian's HAProxy and nginx (as root, if missing) for the sharding tests and benchmark
 	scripts/install-haproxy.sh
+	scripts/install-nginx.sh
 
 go-tools: ## install Go, grpc-go and protoc's Go plugins from Debian, if missing (as root)
 	scripts/install-go-toolchain.sh
@@ -110,8 +111,8 @@ go-test: install go-build ## run the Go client's tests against a real server
 serve: install ## start the server on its embedded defaults (ARGS="--listen unix:///tmp/memsvc.sock" to add flags)
 	$(BIN)/memsvc serve $(ARGS)
 
-test: install local-model postgres-server haproxy node-test go-test chromium ## run every test against real servers: Python, Node, Go, the conformance scenario, PostgreSQL, shards behind HAProxy and the dashboard in Chromium
-	MEMSVC_REQUIRE_CLIENTS="node go" MEMSVC_REQUIRE_POSTGRES=1 MEMSVC_REQUIRE_HAPROXY=1 $(BIN)/python -m pytest -q $(ARGS)
+test: install local-model postgres-server haproxy node-test go-test chromium ## run every test against real servers: Python, Node, Go, the conformance scenario, PostgreSQL, shards behind HAProxy and nginx, the dashboard in Chromium
+	MEMSVC_REQUIRE_CLIENTS="node go" MEMSVC_REQUIRE_POSTGRES=1 MEMSVC_REQUIRE_HAPROXY=1 MEMSVC_REQUIRE_NGINX=1 $(BIN)/python -m pytest -q $(ARGS)
 
 test-crash: install ## the long seeded kill -9 loop (ARGS="--iterations 300 --seed 1"), reports iterations and findings
 	$(BIN)/python -m tests.reliability.crashloop $(ARGS)
@@ -125,11 +126,15 @@ lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the 
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: install postgres-server ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
+bench: install postgres-server haproxy ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 	$(BIN)/python benchmarks/archive.py
 	$(BIN)/python benchmarks/client.py
 	$(BIN)/python benchmarks/lessons.py
+	$(BIN)/python benchmarks/proxy.py
+
+bench-proxy: install haproxy ## Append through the sharding proxy (HAProxy, three shards) vs straight to the shard, ~1 min
+	$(BIN)/python benchmarks/proxy.py $(ARGS)
 
 bench-lessons: install postgres-server ## lesson lookup p50/p99 on PostgreSQL vs SQLite, through the server, ~1 min
 	$(BIN)/python benchmarks/lessons.py $(ARGS)
@@ -140,4 +145,4 @@ bench-vectors: install local-model ## the vector index at 10k and 100k vectors v
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server haproxy go-tools go-build go-test serve test lint bench bench-archive bench-lessons bench-vectors dashboard chromium
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server haproxy go-tools go-build go-test serve test lint bench bench-archive bench-lessons bench-proxy bench-vectors dashboard chromium

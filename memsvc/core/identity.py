@@ -26,5 +26,6 @@ def data_dir_id(data_dir: Path) -> str:
     if written:
         return written
     made = uuid.uuid4().hex
-    durable.atomic_write(path, made.encode())
+    path.unlink(missing_ok=True)  # the empty file a crash left while the id was written
+    durable.create_new(path, made.encode())
     return made

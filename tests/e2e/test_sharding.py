@@ -5,7 +5,8 @@ real PostgreSQL for the error memory they share.
 The conformance scenario runs through the proxy from Python, Node and Go; each session lives on
 exactly one shard, the one the proxy routes it to; a lesson recorded through one shard is found
 through another; the health check speaks gRPC's health protocol; and killing a shard fails only
-its sessions, with UNAVAILABLE, while the other sessions and error memory keep working.
+its sessions, with UNAVAILABLE, while the other sessions and error memory keep working. Debian's
+nginx running deploy/nginx/nginx.conf in front of the same shards does the same, by its own ring.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from tests.support import ServerProcess, free_port, wait_for
 from tests.support import haproxy as haproxy_support
 from tests.support.conformance import comparable, run_python, runner
 from tests.support.haproxy import Proxy
+from tests.support.nginx import Nginx
+from tests.support.nginx import require as require_nginx
 from tests.support.postgres import PostgresServer
 from tests.support.shards import lessons_flags, owner, start_shards, stop_shards, stored_sessions
 
@@ -165,5 +168,59 @@ def test_killing_a_shard_fails_only_its_sessions_and_the_rest_keep_working(clust
     for session in lost:
         assert owner(through_proxy, session) == victim, "back on its own shard: it never moved"
         assert [m.content for m in through_proxy.get_context(session).window] == [f"hello from {session}", "hi"]
+    elsewhere = set().union(*(stored_sessions(cluster.shards[name]) for name in NAMES if name != victim))
+    assert not set(lost) & elsewhere, "nothing of its sessions was written on another shard"
+
+
+@pytest.fixture(scope="module")
+def nginx(cluster: Cluster) -> Iterator[Nginx]:
+    require_nginx()
+    proxy = Nginx({name: shard.tcp for name, shard in cluster.shards.items()}).start()
+    yield proxy
+    proxy.close()
+
+
+def test_nginx_routes_each_session_to_one_shard_by_its_own_ring(cluster: Cluster, nginx: Nginx,
+                                                                reference: list[dict]) -> None:
+    results = run_python(nginx.target, "nginx-conformance")
+    assert comparable(results, across_servers=True) == comparable(reference, across_servers=True)
+    sessions = [f"via-nginx-{number}" for number in range(30)]
+    with Client(nginx.target) as through, Client(nginx.next_target) as next_ring:
+        for session in sessions:
+            through.append(session, [("user", f"hello from {session}")])
+        stored = {name: stored_sessions(shard) & set(sessions) for name, shard in cluster.shards.items()}
+        where = collections.Counter(session for found in stored.values() for session in found)
+        assert set(where) == set(sessions) and set(where.values()) == {1} and all(stored.values())
+        for name, found in stored.items():
+            for session in found:
+                assert owner(through, session) == owner(next_ring, session) == name
+        recorded = through.record_error("shell", "nginx: worker process exited on signal 9", "raise the memory limit",
+                                        keywords=["oom-kill"])
+        assert [r.id for r in through.search_errors("oom-kill").records] == [recorded.record.id], \
+            "calls naming no session reach a shard"
+
+
+def test_killing_a_shard_behind_nginx_fails_only_its_sessions(cluster: Cluster, nginx: Nginx) -> None:
+    with Client(nginx.target) as through:
+        placed = {session: owner(through, session) for session in (f"nginx-kill-{n}" for n in range(30))}
+        for session in placed:
+            through.append(session, [("user", "before")])
+    victim = "memsvc-1"
+    lost = [session for session, name in placed.items() if name == victim]
+    kept = [session for session, name in placed.items() if name != victim]
+    assert lost and kept
+    cluster.shards[victim].kill()
+    try:
+        with Client(nginx.target, retry=None, timeout=10) as once:
+            for session in lost:
+                with pytest.raises(UnavailableError):
+                    once.append(session, [("user", "written while its shard is down")])
+            for session in kept:
+                assert once.append(session, [("user", "still here")]).messages[0].id == 2
+            once.record_error("shell", "segfault in the exporter", "pin the exporter version", keywords=["segv"])
+            for _ in range(6):
+                assert once.search_errors("segv").records
+    finally:
+        cluster.shards[victim].restart()
     elsewhere = set().union(*(stored_sessions(cluster.shards[name]) for name in NAMES if name != victim))
     assert not set(lost) & elsewhere, "nothing of its sessions was written on another shard"

@@ -105,7 +105,7 @@ class Proxy:
                                          str(self.master_socket), "-f", str(self.config_path)],
                                         stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
-        while not _accepts(self.target):
+        while not accepts(self.target):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("HAProxy did not start:\n" + self.log())
             time.sleep(0.05)
@@ -145,7 +145,7 @@ class Proxy:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _accepts(address: str) -> bool:
+def accepts(address: str) -> bool:
     host, port = address.rsplit(":", 1)
     try:
         with socket.create_connection((host, int(port)), timeout=0.5):
