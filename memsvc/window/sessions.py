@@ -5,7 +5,9 @@ deletes the summary tier's files by name), the in-memory copy of each open
 session's recent messages, id assignment, idempotency, validation
 of what is appended, and one writer per session. Open sessions are kept in
 memory (least recently used closed past `max_open_sessions`) so no request
-re-decodes history.json. Must never block on, or know about, the derived
+re-decodes history.json. A session held while it moves to another shard
+(holds.py) is refused on every call about it, and so is creating a session
+while creation is paused. Must never block on, or know about, the derived
 stores (archive, vectors): they learn of changes through the DerivedStore
 calls and catch up in their own time.
 """
