@@ -89,6 +89,19 @@ def test_an_undecodable_part_of_an_import_is_invalid_argument(server: ServerProc
         assert not client.list_sessions().sessions and not client.get_server_info("s").session_held
 
 
+def test_undecodable_requests_to_every_shard_rpc_are_invalid_argument(server: ServerProcess) -> None:
+    with grpc.insecure_channel(server.tcp) as channel:
+        for rpc in RPCS.values():
+            if not rpc.path.startswith("/memsvc.v1.ShardService/") or rpc.request_streaming:
+                continue
+            shape = channel.unary_stream if rpc.response_streaming else channel.unary_unary
+            call = shape(rpc.path, request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw)
+            with pytest.raises(grpc.RpcError) as refused:
+                reply = call(b"\x0a\x05ab", timeout=10)  # a field longer than the bytes that follow
+                list(reply) if rpc.response_streaming else reply
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, rpc.name
+
+
 def test_an_import_a_kill_interrupts_is_undone_at_the_next_start(make_server, tmp_path) -> None:
     source = make_server(directory=tmp_path / "source")
     fill(source, "big", 6000)  # 12,000 messages: the target commits archive rows before the kill
