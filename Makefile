@@ -129,15 +129,24 @@ lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the 
 bench: install postgres-server haproxy ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 	$(BIN)/python benchmarks/archive.py
+	$(BIN)/python benchmarks/archive_format.py
 	$(BIN)/python benchmarks/client.py
 	$(BIN)/python benchmarks/lessons.py
 	$(BIN)/python benchmarks/proxy.py
+	$(BIN)/python benchmarks/transfer.py
+	$(BIN)/python benchmarks/fit.py
 
 bench-proxy: install haproxy ## Append through the sharding proxy (HAProxy, three shards) vs straight to the shard, ~1 min
 	$(BIN)/python benchmarks/proxy.py $(ARGS)
 
+bench-transfer: install ## export and import of a 100,000-message session between two servers: time and memory, ~5 min
+	$(BIN)/python benchmarks/transfer.py $(ARGS)
+
 bench-lessons: install postgres-server ## lesson lookup p50/p99 on PostgreSQL vs SQLite, through the server, ~1 min
 	$(BIN)/python benchmarks/lessons.py $(ARGS)
+
+bench-fit: install ## FitContext on runs of 10, 100 and 1,000 messages against the health-check floor, ~1 min
+	$(BIN)/python benchmarks/fit.py $(ARGS)
 
 bench-vectors: install local-model ## the vector index at 10k and 100k vectors vs numpy, and embedder quality, ~5 min
 	$(BIN)/python benchmarks/vectors.py $(ARGS)
@@ -145,4 +154,4 @@ bench-vectors: install local-model ## the vector index at 10k and 100k vectors v
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server haproxy go-tools go-build go-test serve test lint bench bench-archive bench-lessons bench-proxy bench-vectors dashboard chromium
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server haproxy go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-proxy bench-transfer bench-vectors dashboard chromium

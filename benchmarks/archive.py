@@ -280,7 +280,7 @@ def build_archive(store: Path, arrival: list[tuple[int, Record]]) -> dict[str, f
     flushed = time.perf_counter()
     archive.close()
     done = time.perf_counter()
-    segments = len(json.loads((store / "archive" / "index" / "meta.json").read_text())["segments"])
+    segments = len(json.loads((archive.index_dir / "meta.json").read_text())["segments"])
     return {"enqueue_s": queued - started, "commit_s": flushed - queued, "merge_wait_s": done - flushed,
             "total_s": done - started, "segments": segments}
 

@@ -1,8 +1,10 @@
 """The domain, assembled: every store and worker a running server owns.
 
 The one place that builds the collaborators and hands each to the objects
-that talk to it; it owns construction order and shutdown order. Must never
-speak a wire protocol: rpc/server.py binds it to gRPC.
+that talk to it; it owns construction order, what must be done before the
+first call (completing interrupted Resets and removals), what keeps the
+server from serving (`problems`), and shutdown order. Must never speak a
+wire protocol: rpc/server.py binds it to gRPC.
 """
 
 from __future__ import annotations
@@ -11,11 +13,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
+
 from memsvc.archive.index import Archive
+from memsvc.core import durable
 from memsvc.core.config import Settings
 from memsvc.core.identity import data_dir_id
 from memsvc.core.secrets import read_secret
 from memsvc.core.units import seconds_to_nanos
+from memsvc.fit import refresh
+from memsvc.fit.fitter import Fitter
 from memsvc.lessons.backend import LessonStore
 from memsvc.lessons.service import Lessons
 from memsvc.lessons.sqlite import SqliteLessonStore
@@ -39,6 +46,12 @@ from memsvc.window.sessions import Sessions
 from memsvc.window.transcript import Transcript
 
 
+class Problem(msgspec.Struct, frozen=True):
+    part: str
+    "data_dir (nothing can be stored: the server is not serving) or archive (only what needs it is refused)."
+    detail: str
+
+
 class App:
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -48,6 +61,7 @@ class App:
         summary_model, decision_model = self.models = llm.models(settings)
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
+        self.model_table = refresh.from_settings(settings)
         self.jobs = Scheduler()
         offset = seconds_to_nanos(settings.clock_offset_seconds)
 
@@ -64,8 +78,8 @@ class App:
         self.sessions = Sessions(settings, derived=[self.archive, self.vectors], embeddings=self.vectors,
                                  on_oversize=compactions.request)
         # Reads across the compaction cut: messages compacted out before a run are still summarized.
-        self.summarizer = Summarizer(settings, self.sessions, Transcript(self.sessions, self.archive).messages_after,
-                                     summary_model, self.judge)
+        self.transcript = Transcript(self.sessions, self.archive)
+        self.summarizer = Summarizer(settings, self.sessions, self.transcript.messages_after, summary_model, self.judge)
         self.lifecycle = Lifecycle(self.sessions, self.archive, compactions, exclusive=[self.summarizer.guard])
         self.contexts = Contexts(self.sessions, self.judge, cached_sessions=settings.max_open_sessions)
         # Exports, holds and drops wait for a summary run on the session, as Reset does.
@@ -85,20 +99,47 @@ class App:
         self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
                                embedder=self.embedder)
 
+        # In-run compaction: the model table refreshes itself in the background, never on a request.
+        self.fitter = Fitter(settings, self.model_table, self.summarizer, summary_model)
+        self.model_table.start()
+
+        self.store = durable.DataPaths([settings.store_dir])
+
+        # Before the first call: a Reset or removal a kill interrupted is done in full, never left half done.
+        self.lifecycle.finish_interrupted()
         self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
         self.jobs.register("temp-cleanup", "* * * * *", self.lifecycle.remove_idle_temporary)
+        self.jobs.register("finish-interrupted", "* * * * *", self.lifecycle.finish_interrupted)
         self.jobs.register("lesson-purge", settings.error_purge_schedule, self.lessons.purge_expired)
         self.jobs.start()
 
-    def close(self) -> None:
-        """Flush and stop background work; called once, after the last RPC."""
+    def problems(self) -> list[Problem]:
+        """What keeps the server from serving in full, now; cheap (a few stats) so health can ask often."""
+        found = []
+        missing: Path | None = self.sessions.storage.missing() or self.store.missing()
+        if missing is not None:
+            found.append(Problem("data_dir", f"{missing} was deleted or replaced while the server ran"))
+        if self.archive.damage.problem is not None:
+            found.append(Problem("archive", self.archive.damage.problem))
+        return found
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush and stop background work within about `timeout` seconds (shutdown_grace_seconds by
+        default); called once, after the last RPC."""
+        deadline = time.monotonic() + (self.settings.shutdown_grace_seconds if timeout is None else timeout)
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         self.summarizer.stop()
-        self.jobs.stop()
+        self.jobs.stop(timeout=left())
+        self.model_table.close()
         for model in filter(None, self.models):
             model.endpoint.close()
-        self.lifecycle.close()
-        self.archive.close()
-        self.vectors.close()
+        self.lifecycle.close(timeout=left())
+        self.sessions.close()
+        self.archive.close(timeout=left())
+        self.vectors.close(timeout=left())
         self.lessons.close()
 
 

@@ -34,12 +34,14 @@ import (
 // DefaultTimeout is the deadline of every call whose context has none.
 const DefaultTimeout = 10 * time.Second
 
-// Client is a connection to one memsvc server. The services' generated
+// Client is a connection to one memsvc server. Every service's generated
 // methods are promoted: client.Append, client.GetContext, client.RecordError,
-// client.GetServerInfo... Every error their unary calls return is an *Error.
+// client.FitContext, client.GetServerInfo... Every error their unary calls
+// return is an *Error.
 type Client struct {
 	memsvcv1.MemoryServiceClient
 	memsvcv1.ErrorMemoryServiceClient
+	memsvcv1.FitServiceClient
 	memsvcv1.ShardServiceClient
 	conn *grpc.ClientConn
 }
@@ -55,7 +57,8 @@ type settings struct {
 	dialOptions []grpc.DialOption
 }
 
-// WithTimeout sets the deadline of calls whose context has none (default 10 s).
+// WithTimeout sets the deadline of calls whose context has none (default 10 s; FitContext's is
+// FitTimeout, unless this is longer).
 func WithTimeout(timeout time.Duration) Option {
 	return func(s *settings) { s.timeout = timeout }
 }
@@ -130,6 +133,7 @@ func Dial(target string, options ...Option) (*Client, error) {
 	return &Client{
 		MemoryServiceClient:      memsvcv1.NewMemoryServiceClient(conn),
 		ErrorMemoryServiceClient: memsvcv1.NewErrorMemoryServiceClient(conn),
+		FitServiceClient:         memsvcv1.NewFitServiceClient(conn),
 		ShardServiceClient:       memsvcv1.NewShardServiceClient(conn),
 		conn:                     conn,
 	}, nil
@@ -175,11 +179,19 @@ func parseTarget(target string) (string, func(context.Context, string) (net.Conn
 }
 
 func defaultDeadline(timeout time.Duration) grpc.UnaryClientInterceptor {
+	fitTimeout := timeout
+	if fitTimeout < FitTimeout {
+		fitTimeout = FitTimeout
+	}
 	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
 		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if _, set := ctx.Deadline(); !set {
+			limit := timeout
+			if method == fitContext {
+				limit = fitTimeout
+			}
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
+			ctx, cancel = context.WithTimeout(ctx, limit)
 			defer cancel()
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
@@ -200,13 +212,27 @@ func bearer(token string) grpc.UnaryClientInterceptor {
 // in front of several servers routes by it.
 const SessionMetadata = "memsvc-session"
 
-var errorMemoryService = "/" + string(memsvcv1.File_memsvc_v1_error_memory_proto.Services().ByName("ErrorMemoryService").FullName()) + "/"
+// perSession are the services whose session_id names the session a call acts on (RecordError's is
+// only provenance), as method-name prefixes.
+var perSession = []string{
+	"/" + string(memsvcv1.File_memsvc_v1_memory_proto.Services().ByName("MemoryService").FullName()) + "/",
+	"/" + string(memsvcv1.File_memsvc_v1_fit_proto.Services().ByName("FitService").FullName()) + "/",
+	"/" + string(memsvcv1.File_memsvc_v1_shards_proto.Services().ByName("ShardService").FullName()) + "/",
+}
 
-// sessionHeader names the session of every RPC whose request has a session id, but
-// ErrorMemoryService's (RecordError's session id is only where a lesson came from).
+func actsOnSession(method string) bool {
+	for _, prefix := range perSession {
+		if strings.HasPrefix(method, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionHeader names the session of every per-session RPC whose request has a session id.
 func sessionHeader(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if named, ok := req.(interface{ GetSessionId() string }); ok && !strings.HasPrefix(method, errorMemoryService) {
+	if named, ok := req.(interface{ GetSessionId() string }); ok && actsOnSession(method) {
 		if id := named.GetSessionId(); id != "" && printableASCII(id) {
 			ctx = metadata.AppendToOutgoingContext(ctx, SessionMetadata, id)
 		}

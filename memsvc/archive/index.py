@@ -1,27 +1,38 @@
 """The full-text archive: every message ever appended, in Tantivy.
 
-Owns `.store/archive/` (the Tantivy index in `index/`, and `cutoffs.json`
-holding each session's compact cutoff `start_at`), the one thread that writes the index (tantivy-py's
-IndexWriter is not thread-safe), batched commits, and keyword queries over
-archived messages. It is the source of truth for messages compacted out of
-history.json, and derived (re-indexed on open) for those still in it. Must
-never block an Append: writes are queued and committed in the background.
+Owns `.store/archive/` (the Tantivy index in `index-v2/`, moved there from an
+older format by reindex.py, and `cutoffs.json` holding each session's
+compact cutoff `start_at`), opening the index,
+handing changes to its one writer thread (writer.py: batched commits), and
+keyword queries over archived messages. It is the source of truth for
+messages compacted out of history.json, and derived (re-indexed on open) for
+those still in it. Must never block an Append: writes are queued and
+committed in the background.
+
+A damaged index (integrity.py) is never opened over or retried without end:
+it is reported (`damage`, the health port, a metric), and every call that
+needs it is refused with FAILED_PRECONDITION `ARCHIVE_DAMAGED` while the
+rest of the server keeps serving. Garbage in cutoffs.json is kept aside.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import msgspec
 import tantivy
 
-from memsvc.archive import keywords
+from memsvc.archive import keywords, reindex
+from memsvc.archive.integrity import ORPHANED, ORPHANED_REMEDY, Damage, engine_failure, has_orphaned_segments
+from memsvc.archive.writer import CLOSE_SECONDS, Op, Writer
 from memsvc.core import durable, failpoints
-from memsvc.core.errors import Unavailable
+from memsvc.core.errors import MemsvcError, Unavailable
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.runtime import metrics
@@ -41,6 +52,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("role", tokenizer_name="raw", stored=True)
     builder.add_text_field("sender", tokenizer_name="raw", stored=True)
     builder.add_text_field("content", tokenizer_name=keywords.ANALYZER_NAME, stored=True)
+    builder.add_bytes_field("payload", stored=True)  # stored only: never searched
     return builder.build()
 
 
@@ -49,11 +61,25 @@ class Cutoffs(msgspec.Struct):
     "Session id -> compact cutoff (send time of the first message left in history.json)."
 
 
-class _Op(msgspec.Struct):
-    kind: str
-    "add | reconcile | clear | commit (commit now, without waiting for more)"
-    session_id: str
-    records: list[Record] = []
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _reading(method: Callable[Concatenate[Archive, P], R]) -> Callable[Concatenate[Archive, P], R]:
+    """A query of the index: refused once it is damaged; when Tantivy fails, the files are checked."""
+
+    def guarded(self: Archive, *args: P.args, **kwargs: P.kwargs) -> R:
+        self.damage.check()
+        try:
+            return method(self, *args, **kwargs)
+        except MemsvcError:
+            raise
+        except BaseException as exc:
+            if engine_failure(exc) and self.damage.look():
+                self.damage.check()
+            raise  # the files are intact: a bug, reported as one
+
+    return cast("Callable[Concatenate[Archive, P], R]", functools.wraps(method)(guarded))
 
 
 class Archive:
@@ -61,39 +87,85 @@ class Archive:
 
     def __init__(self, store_dir: Path, commit_interval: float = 0.05):
         self.directory = store_dir / "archive"
-        index_dir = self.directory / "index"
-        durable.ensure_dir(index_dir)
-        self.commit_interval = commit_interval
+        durable.ensure_dir(self.directory)
         self.schema = _schema()
-        self.index = tantivy.Index(self.schema, path=str(index_dir))
-        self.index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
+        unreadable: reindex.Unreadable | None = None
+        try:
+            index_dir = reindex.current_index(self.directory, self.schema)
+            durable.ensure_dir(index_dir)
+        except reindex.Unreadable as problem:
+            index_dir, unreadable = problem.index_dir, problem
+        self.index_dir = index_dir
+        self.damage = Damage(index_dir)
         self.meta_path = self.directory / "cutoffs.json"
-        self.meta = (msgspec.json.decode(self.meta_path.read_bytes(), type=Cutoffs) if self.meta_path.exists()
-                     else Cutoffs())
+        self.meta = self._read_cutoffs()
         self._meta_lock = threading.Lock()
-        self._queue: queue.Queue[_Op | None] = queue.Queue()
-        self._queued = 0
-        self._committed = 0
-        self._progress = threading.Condition()
-        self._failure: Exception | None = None
-        self._batch_ids: dict[str, set[int]] = {}
-        "Ids added by the batch being applied, not yet visible to searchers."
-        self._writer = self.index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
-        self._thread = threading.Thread(target=self._run, name="archive-writer", daemon=True)
-        self._thread.start()
-        metrics.gauge("archive_queue_depth", "Archive operations queued but not committed.",
-                      lambda: self._queued - self._committed)
-        metrics.total("archive_committed_operations_total", "Archive operations committed.",
-                      lambda: self._committed)
+        self.index: tantivy.Index
+        "Set only when the index opened; every query checks `damage` before it is reached."
+        self._writer: Writer | None = None
+        if unreadable is not None:  # an older index that could not be moved to the current format
+            self.damage.found(str(unreadable), remedy=unreadable.remedy)
+            opened = None
+        else:
+            opened = self._open(index_dir)
+        if opened is not None:
+            self.index = opened[0]
+            self._writer = Writer(*opened, commit_interval, self.damage, self._count, self._present_ids,
+                                  self._messages_with_ids)
+        metrics.gauge("archive_damaged", "1 while the archive index is damaged and refused, else 0.",
+                      lambda: self.damage.problem is not None)
+
+    def _open(self, index_dir: Path) -> tuple[tantivy.Index, tantivy.IndexWriter] | None:
+        """The index and its writer, or None when it is damaged (then its files are left as they are)."""
+        if has_orphaned_segments(index_dir):
+            # Tantivy would start an empty index over them and garbage-collect them.
+            self.damage.found(ORPHANED, remedy=ORPHANED_REMEDY)
+            return None
+        try:
+            index = tantivy.Index(self.schema, path=str(index_dir))
+            index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
+            return index, index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+        except BaseException as exc:
+            if not engine_failure(exc):
+                raise
+            self.damage.found(f"it cannot be opened ({exc})")
+            return None
+
+    def _read_cutoffs(self) -> Cutoffs:
+        """cutoffs.json, or no cutoffs when it is missing or unreadable (the original is kept aside)."""
+        try:
+            data = self.meta_path.read_bytes()
+        except FileNotFoundError:
+            return Cutoffs()
+        try:
+            return msgspec.json.decode(data, type=Cutoffs)
+        except msgspec.DecodeError as exc:
+            kept = self.meta_path.with_name(f"{self.meta_path.name}.damaged-{time.time_ns()}")
+            durable.atomic_write(kept, data)
+            log.error("unreadable archive cutoffs kept aside; starting without them", extra={
+                "path": str(self.meta_path), "kept_copy": kept.name, "error": str(exc),
+                "effect": "nothing is lost: only Compact's start_at reads 0 for sessions whose history.json is "
+                          "empty"})
+            return Cutoffs()
+
+    def check_writable(self) -> None:
+        """Raise ARCHIVE_DAMAGED (or UNAVAILABLE once closing) if a change handed over now cannot commit."""
+        self.damage.check()
+        if self._writer is not None and self._writer.closing:
+            raise Unavailable("the server is shutting down; retry on the next one", reason="SHUTTING_DOWN")
+
+    def writer_alive(self) -> bool:
+        """False only when the index opened but its writer thread is gone."""
+        return self._writer is None or self._writer.alive() or self._writer.closing
 
     # -- DerivedStore ----------------------------------------------------------
 
     def recover(self, session_id: str, records: list[Record]) -> None:
         if records:
-            self._enqueue(_Op("reconcile", session_id, records))
+            self._enqueue(Op("reconcile", session_id, records))
 
     def appended(self, session_id: str, records: list[Record]) -> None:
-        self._enqueue(_Op("add", session_id, records))
+        self._enqueue(Op("add", session_id, records))
 
     def compacted(self, session_id: str, first_kept_id: int, start_at: int) -> None:
         with self._meta_lock:
@@ -104,111 +176,47 @@ class Archive:
         """Nothing of a session is held in memory here."""
 
     def cleared(self, session_id: str) -> int:
+        """Delete the session's messages, committed before this returns; how many were deleted."""
+        self.check_writable()
+        op = Op("clear", session_id)
+        self._enqueue(op)
         self.flush()
-        count = self._count(session_id)
-        self._enqueue(_Op("clear", session_id))
-        self.flush()
+        failpoints.hit("archive.cleared")
         with self._meta_lock:
             if self.meta.start_at.pop(session_id, None) is not None:
                 durable.atomic_write(self.meta_path, msgspec.json.encode(self.meta))
-        return count
+        return op.cleared
+
+    def deleted(self, session_id: str, ids: list[int]) -> int:
+        """Delete these messages of the session, committed before this returns; how many were deleted."""
+        self.check_writable()
+        op = Op("delete", session_id, ids=ids)
+        self._enqueue(op)
+        self.flush()
+        failpoints.hit("archive.deleted")
+        return op.cleared
 
     # -- writing ---------------------------------------------------------------
 
-    def _enqueue(self, op: _Op) -> None:
-        with self._progress:
-            self._queued += 1
-        self._queue.put(op)
+    def _enqueue(self, op: Op) -> None:
+        # Once damaged nothing is queued: messages still in history.json are re-indexed after the repair.
+        if self._writer is not None and self.damage.problem is None:
+            self._writer.enqueue(op)
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until everything queued so far is committed and searchable.
 
         Failing commits are retried meanwhile; only when they still fail at
-        the timeout does the caller get an error.
+        the timeout does the caller get an error. A damaged index fails at once.
         """
-        self._enqueue(_Op("commit", ""))
-        with self._progress:
-            target = self._queued
-            if self._progress.wait_for(lambda: self._committed >= target, timeout):
-                return
-            if self._failure is not None:
-                raise Unavailable(f"the archive cannot commit ({self._failure}); retry later",
-                                  reason="ARCHIVE_UNAVAILABLE")
-            raise Unavailable("the archive is behind; retry later", reason="ARCHIVE_BEHIND")
+        self.check_writable()
+        assert self._writer is not None  # no writer only when damaged
+        self._writer.flush(timeout)
 
-    def close(self) -> None:
-        """Commit everything queued, then release the index."""
-        self._queue.put(None)
-        self._thread.join()
-        self._writer.wait_merging_threads()
-
-    def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            batch = [self._queue.get()]
-            deadline = time.monotonic() + self.commit_interval
-            while batch[-1] is not None and batch[-1].kind != "commit" and (left := deadline - time.monotonic()) > 0:
-                try:
-                    batch.append(self._queue.get(timeout=left))
-                except queue.Empty:
-                    break
-            if None in batch:
-                stopping = True
-            ops = [op for op in batch if op is not None]
-            self._apply_until_committed(ops)
-
-    def _apply_until_committed(self, ops: list[_Op]) -> None:
-        """Apply and commit `ops`, retrying (never dropping) while the disk refuses."""
-        delay = 0.1
-        while True:
-            self._batch_ids = {}
-            try:
-                for op in ops:
-                    self._apply(op)
-                failpoints.hit("archive.commit")
-                self._writer.commit()
-                self.index.reload()
-            except (ValueError, OSError) as exc:
-                log.error("archive commit failed; retrying", extra={"error": str(exc), "ops": len(ops)})
-                with self._progress:
-                    self._failure = exc
-                    self._progress.notify_all()
-                self._writer.rollback()
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            with self._progress:
-                self._failure = None
-                self._committed += len(ops)
-                self._progress.notify_all()
-            return
-
-    def _apply(self, op: _Op) -> None:
-        if op.kind == "add":
-            self._add(op.session_id, op.records)
-        elif op.kind == "reconcile":
-            present = self._present_ids(op.session_id, op.records[0].id, op.records[-1].id)
-            present |= self._batch_ids.get(op.session_id, set())
-            missing = [record for record in op.records if record.id not in present]
-            if missing:
-                log.info("archive re-indexing", extra={"session": op.session_id, "messages": len(missing)})
-                self._add(op.session_id, missing)
-        elif op.kind == "clear":
-            # Deletes reach only documents added before them, so later adds of this batch survive.
-            self._writer.delete_documents_by_term("session", op.session_id)
-            self._batch_ids.pop(op.session_id, None)
-
-    def _add(self, session_id: str, records: list[Record]) -> None:
-        self._batch_ids.setdefault(session_id, set()).update(record.id for record in records)
-        for record in records:
-            document = tantivy.Document()
-            document.add_text("session", session_id)
-            document.add_unsigned("id", record.id)
-            document.add_integer("send_at", record.send_at)
-            document.add_text("role", record.role)
-            document.add_text("sender", record.sender)
-            document.add_text("content", record.content)
-            self._writer.add_document(document)
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Commit everything queued (trying for at most `timeout`), then release the index."""
+        if self._writer is not None:
+            self._writer.close(timeout)
 
     # -- reading ---------------------------------------------------------------
 
@@ -231,36 +239,45 @@ class Archive:
         hits = searcher.search(query, limit=total, count=False).hits
         return {searcher.doc(address)["id"][0] for _, address in hits}
 
-    def _between(self, session_id: str, after_id: int, below_id: int) -> tantivy.Query:
-        return tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
-                                            (tantivy.Occur.Must, self._id_range(after_id + 1, below_id - 1))])
-
-    def messages(self, session_id: str, after_id: int, below_id: int) -> list[Record]:
-        """Archived messages with after_id < id < below_id, oldest first."""
+    @_reading
+    def messages(self, session_id: str, after_id: int, below_id: int, limit: int | None = None,
+                 newest_first: bool = False) -> list[Record]:
+        """Archived messages with after_id < id < below_id, oldest first; with `limit`, only the
+        first (or `newest_first`, the last) `limit` of them."""
         if below_id - after_id <= 1:
             return []
-        query = self._between(session_id, after_id, below_id)
-        searcher = self.index.searcher()
-        total = _total(searcher.search(query, limit=1, count=True))
-        if total == 0:
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
+                                             (tantivy.Occur.Must, self._id_range(after_id + 1, below_id - 1))])
+        records = self._in_id_order(query, limit, newest_first)
+        return records[::-1] if newest_first else records
+
+    @_reading
+    def stored(self, session_id: str, ids: list[int]) -> list[Record]:
+        """The archived messages with these ids, oldest first."""
+        if not ids:
             return []
-        hits = searcher.search(query, limit=total, count=False, order_by_field="id", order=tantivy.Order.Asc).hits
+        return self._in_id_order(self._messages_with_ids(session_id, ids))
+
+    def _messages_with_ids(self, session_id: str, ids: list[int]) -> tantivy.Query:
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
+                                            (tantivy.Occur.Must, tantivy.Query.term_set_query(self.schema, "id", ids))])
+
+    def _in_id_order(self, query: tantivy.Query, limit: int | None = None, descending: bool = False) -> list[Record]:
+        searcher = self.index.searcher()
+        if limit is None:
+            limit = _total(searcher.search(query, limit=1, count=True))
+        if limit <= 0:
+            return []
+        hits = searcher.search(query, limit=limit, count=False, order_by_field="id",
+                               order=tantivy.Order.Desc if descending else tantivy.Order.Asc).hits
         return [_record(searcher.doc(address)) for _, address in hits]
 
-    def page(self, session_id: str, after_id: int, below_id: int, limit: int) -> list[Record]:
-        """The first `limit` archived messages with after_id < id < below_id, oldest first: a long
-        session read in pages (an export), never whole."""
-        if below_id - after_id <= 1 or limit <= 0:
-            return []
-        searcher = self.index.searcher()
-        hits = searcher.search(self._between(session_id, after_id, below_id), limit=limit, count=False,
-                               order_by_field="id", order=tantivy.Order.Asc).hits
-        return [_record(searcher.doc(address)) for _, address in hits]
-
+    @_reading
     def count(self, session_id: str) -> int:
         """Archived messages of a session (committed ones)."""
         return self._count(session_id)
 
+    @_reading
     def search(self, session_id: str, words: list[keywords.Word], below_id: int, since: int, until: int,
                limit: int) -> list[tuple[Record, float]]:
         """The best `limit` archived messages with id < below_id containing every word."""
@@ -297,6 +314,7 @@ class Archive:
             return [(tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "content", word.tokens[0]))]
         return [(tantivy.Occur.Must, tantivy.Query.phrase_query(self.schema, "content", list(word.tokens)))]
 
+    @_reading
     def statistics(self, words: list[keywords.Word]) -> tuple[dict[str, int], int]:
         """Document frequency of each token and the number of documents, for scoring recent messages."""
         searcher = self.index.searcher()
@@ -308,8 +326,10 @@ class Archive:
 
 
 def _record(document: tantivy.Document) -> Record:
+    payload = document.get_first("payload")
     return Record(id=document["id"][0], role=document["role"][0], content=document["content"][0],
-                  send_at=document["send_at"][0], sender=document.get_first("sender") or "")
+                  send_at=document["send_at"][0], sender=document.get_first("sender") or "",
+                  payload=payload.decode() if payload else "")
 
 
 def _total(result: tantivy.SearchResult) -> int:

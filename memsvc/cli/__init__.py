@@ -7,6 +7,10 @@ the server's code, everything else talks to running servers through the client (
 
 from __future__ import annotations
 
+# First: it picks grpc's I/O layer, which only works before grpc is imported.
+from memsvc.cli import grpc_stack  # noqa: F401
+
+# isort: split
 import argparse
 import sys
 from pathlib import Path
@@ -112,6 +116,10 @@ def import_directory(source: Path, settings: config.Settings) -> int:
         return 2
     try:
         archive = Archive(settings.store_dir, settings.archive_commit_seconds)
+        if archive.damage.problem is not None:
+            print(f"memsvc: cannot import into an unusable archive: {archive.damage.problem}; "
+                  f"{archive.damage.remedy}", file=sys.stderr)
+            return 2
         try:
             report = run_import(source, settings.sessions_dir, archive,
                                 progress=lambda items: tqdm(items, unit="session", file=sys.stderr))

@@ -6,7 +6,9 @@ one connection, one writer at a time. Implements backend.LessonStore: stores
 and queries, nothing more (service.py decides what a lesson becomes).
 
 Must never import protobuf or grpc, never log lesson text (ids and counts
-only), and never return an expired lesson.
+only), never return an expired lesson, and never answer that a lesson was
+stored when its file was deleted under the server (SQLite would write on
+into the unlinked file: checked before every commit).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class SqliteLessonStore:
         self._lock = threading.Lock()
         durable.ensure_dir(path.parent)
         self._db = self._open()
+        self._files = durable.DataPaths([path.parent, path])
 
     def _open(self) -> sqlite3.Connection:
         existed = self.path.exists()
@@ -100,6 +103,7 @@ class SqliteLessonStore:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
                     yield self._db
+                    self._files.check()
                 except BaseException:
                     self._db.execute("ROLLBACK")
                     raise

@@ -1,4 +1,4 @@
-"""Who may call: the bearer token every RPC but health must carry, and TLS on TCP.
+"""Who may call: the bearer token every RPC but a health Check must carry, and TLS on TCP.
 
 Owns reading the secrets named by `token_file` and `tls_*_file` (once, at
 start), the check of `authorization: Bearer <token>` in constant time
@@ -22,8 +22,10 @@ from memsvc.rpc.status import to_status
 
 AUTHORIZATION = "authorization"
 SCHEME = "bearer"
-OPEN_SERVICES = ("/grpc.health.v1.Health/",)
-"Method prefixes served without a token: probes cannot carry one."
+OPEN_METHODS = ("/grpc.health.v1.Health/Check",)
+"""Served without a token: probes cannot carry one. Health Watch needs the token on the main listeners:
+streams held open by anyone would take the places (max_concurrent_rpcs) token holders need; the
+health port serves Watch without one."""
 
 
 def _read(setting: str, path: str) -> bytes:
@@ -76,14 +78,14 @@ def refusal(token: bytes, authorization: str | bytes | None) -> Unauthenticated 
 
 
 class BearerToken(grpc.aio.ServerInterceptor):
-    """Refuses every call but health unless it carries the token."""
+    """Refuses every call but a health Check unless it carries the token."""
 
     def __init__(self, token: bytes):
         self._token = token
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
+        if handler is None or handler_call_details.method in OPEN_METHODS:
             return handler
         refused = refusal(self._token, _authorization(handler_call_details.invocation_metadata))
         if refused is None:

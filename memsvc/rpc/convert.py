@@ -1,12 +1,13 @@
 """Proto <-> domain conversions, shared by the servicers.
 
-Must never hold logic beyond mapping fields and enums; unknown enum values
-are rejected here because only the wire can carry them.
+Must never hold logic beyond mapping fields and enums; unknown enum values,
+and embeddings too long to copy, are rejected here because only the wire
+can carry them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memsvc.core.errors import InvalidArgument
@@ -19,17 +20,31 @@ from memsvc_client.v1 import memory_pb2 as pb
 
 ROLE_VALUES = {name: pb.Role.Value(f"ROLE_{name.upper()}") for name in ROLES}
 ROLE_NAMES = {value: name for name, value in ROLE_VALUES.items()}
+MAX_EMBEDDING_VALUES = 65_536
+"Most values an embedding may carry off the wire (no embedder comes near): a longer one is refused before it is copied."
+
+
+def floats(values: Sequence[float], field: str) -> list[float]:
+    """An embedding as a list, refused first if it is longer than any index could hold: copied into
+    Python floats, a 2-million-value vector costs ~60 MB per request."""
+    if len(values) > MAX_EMBEDDING_VALUES:
+        raise InvalidArgument(f"{field} has {len(values)} values; an embedding has at most {MAX_EMBEDDING_VALUES}",
+                              reason="EMBEDDING_TOO_LARGE")
+    return list(values)
 
 
 def new_message(message: pb.Message) -> NewMessage:
     """The domain checks the role: an unknown or unset one arrives as ""."""
     return NewMessage(role=ROLE_NAMES.get(message.role, ""), content=message.content, sender=message.sender,
-                      send_at=message.send_at_unix_nano, embedding=list(message.embedding))
+                      send_at=message.send_at_unix_nano, embedding=floats(message.embedding, "embedding"),
+                      payload=message.payload_json)
 
 
-def message(record: Record) -> pb.Message:
+def message(record: Record, with_content: bool = True) -> pb.Message:
+    """`with_content=False`: what Append acknowledges of a stored message, all but its content and payload."""
     return pb.Message(id=record.id, role=pb.Role.Name(ROLE_VALUES.get(record.role, pb.ROLE_UNSPECIFIED)),
-                      content=record.content, sender=record.sender, send_at_unix_nano=record.send_at)
+                      content=record.content if with_content else "", sender=record.sender,
+                      send_at_unix_nano=record.send_at, payload_json=record.payload if with_content else "")
 
 
 def summary(value: Summary) -> pb.Summary:
@@ -67,7 +82,7 @@ def query(request: pb.SearchRequest) -> Query:
                  match=enum_name(request.match, MATCHES, "match"),  # type: ignore[arg-type]
                  limit=request.limit, time_range=enum_name(request.time_range, TIME_RANGES, "time_range"),
                  since=request.since_unix_nano, until=request.until_unix_nano,
-                 include_window=request.include_window, vector=list(request.query_embedding))
+                 include_window=request.include_window, vector=floats(request.query_embedding, "query_embedding"))
 
 
 def hit(value: Hit) -> pb.SearchHit:

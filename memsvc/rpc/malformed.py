@@ -1,10 +1,13 @@
-"""The interceptor that answers undecodable requests with INVALID_ARGUMENT.
+"""The interceptor that answers undecodable or oversized requests before they are decoded.
 
 grpcio turns a request whose bytes do not parse (corrupt wire format, a
 string field that is not UTF-8) into UNKNOWN before any servicer runs. This
 interceptor decodes memsvc's requests itself and hands the servicer a marker
 instead, so the caller gets INVALID_ARGUMENT with reason MALFORMED_REQUEST.
-Must never touch requests that decode.
+It also refuses, undecoded, a request far larger than any valid one of its
+service (RESOURCE_EXHAUSTED `REQUEST_TOO_LARGE`): decoded, a few megabytes
+of refused text cost many times that in memory. Must never touch requests
+that decode and fit.
 """
 
 from __future__ import annotations
@@ -15,24 +18,34 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from memsvc.core.errors import InvalidArgument
+from memsvc.core.errors import InvalidArgument, MemsvcError, ResourceExhausted
+from memsvc.lessons import validation
 from memsvc.rpc.handlers import Behaviour, rewrap
 from memsvc.rpc.status import to_status
 
 SERVICES = ("/memsvc.v1.",)
+ERROR_MEMORY = "/memsvc.v1.ErrorMemoryService/"
+ERROR_MEMORY_MAX_REQUEST_BYTES = 4 * (3 * validation.MAX_TEXT_BYTES + validation.MAX_ERROR_TEXT_BYTES)
+"Four times the largest valid lesson request (symptom, cause and action, or a lookup's error text)."
 
 
-class _Undecodable:
-    def __init__(self, error: DecodeError):
+class _Refused:
+    """Stands in for a request that is refused before the servicer sees it."""
+
+    def __init__(self, error: MemsvcError):
         self.error = error
 
 
-def _tolerant(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+def _tolerant(decode: Callable[[bytes], Any], max_bytes: int | None) -> Callable[[bytes], Any]:
     def decoded(raw: bytes) -> Any:
+        if max_bytes is not None and len(raw) > max_bytes:
+            return _Refused(ResourceExhausted(
+                f"the request is {len(raw)} bytes; no valid request of this service exceeds {max_bytes}",
+                reason="REQUEST_TOO_LARGE"))
         try:
             return decode(raw)
         except DecodeError as error:
-            return _Undecodable(error)
+            return _Refused(undecodable(error))
     return decoded
 
 
@@ -43,18 +56,18 @@ def undecodable(error: Exception) -> InvalidArgument:
 
 
 async def _refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
-    if isinstance(request, _Undecodable):
-        await context.abort_with_status(to_status(undecodable(request.error)))
+    if isinstance(request, _Refused):
+        await context.abort_with_status(to_status(request.error))
 
 
-def _refusing_undecodable(behaviour: Behaviour) -> Behaviour:
+def _refusing(behaviour: Behaviour) -> Behaviour:
     async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
         await _refuse(request, context)
         return await behaviour(request, context)
     return checked
 
 
-def _refusing_undecodable_replies(behaviour: Behaviour) -> Behaviour:
+def _refusing_replies(behaviour: Behaviour) -> Behaviour:
     """The same for a server-streaming method (an async generator)."""
     async def checked(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         await _refuse(request, context)
@@ -63,15 +76,15 @@ def _refusing_undecodable_replies(behaviour: Behaviour) -> Behaviour:
     return checked
 
 
-def _refusing_undecodable_requests(behaviour: Behaviour) -> Behaviour:
+def _refusing_requests(behaviour: Behaviour) -> Behaviour:
     """The same for a client-streaming method: each request is checked as it arrives, and the
     refusal is raised in the servicer's stream, so the servicer (rpc/status.py's `translated`)
     answers it once it has undone what the earlier requests began."""
     async def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
         async def decoded() -> AsyncIterator[Any]:
             async for request in requests:
-                if isinstance(request, _Undecodable):
-                    raise undecodable(request.error)
+                if isinstance(request, _Refused):
+                    raise request.error
                 yield request
         return await behaviour(decoded(), context)
     return checked
@@ -80,9 +93,11 @@ def _refusing_undecodable_requests(behaviour: Behaviour) -> Behaviour:
 class MalformedRequests(grpc.aio.ServerInterceptor):
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
-        if (handler is None or not handler_call_details.method.startswith(SERVICES)
+        method = handler_call_details.method
+        if (handler is None or not method.startswith(SERVICES)
                 or handler.request_deserializer is None or (handler.request_streaming and handler.response_streaming)):
             return handler
-        wrap = (_refusing_undecodable_requests if handler.request_streaming
-                else _refusing_undecodable_replies if handler.response_streaming else _refusing_undecodable)
-        return rewrap(handler, wrap, _tolerant(handler.request_deserializer))
+        max_bytes = ERROR_MEMORY_MAX_REQUEST_BYTES if method.startswith(ERROR_MEMORY) else None
+        wrap = (_refusing_requests if handler.request_streaming
+                else _refusing_replies if handler.response_streaming else _refusing)
+        return rewrap(handler, wrap, _tolerant(handler.request_deserializer, max_bytes))

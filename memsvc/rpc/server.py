@@ -1,9 +1,14 @@
 """The server's lifecycle: lock the data directory, assemble the domain,
 bind, serve health and reflection (and the health-only and metrics ports,
-and the other transports it is handed, such as memsvc/http), and drain on
-SIGTERM.
+and the other transports it is handed, such as memsvc/http), keep health
+true to what the server can do, and drain on SIGTERM.
 
-Owns the order of start and stop. Must never hold request logic.
+Owns the order of start and stop, the health statuses (NOT_SERVING until
+ready, while the data directory is gone, when a background thread died, and
+from SIGTERM; `memsvc.archive` NOT_SERVING while the archive is damaged,
+ErrorMemoryService while its lesson database cannot be reached),
+and that a shutdown ends within shutdown_grace_seconds whatever hangs. Must
+never hold request logic.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -27,14 +33,18 @@ from memsvc.core.durable import DirectoryLock, ensure_dir
 from memsvc.core.errors import InvalidSetting
 from memsvc.rpc import auth
 from memsvc.rpc.error_memory import ErrorMemoryServicer
+from memsvc.rpc.fit import FitServicer
 from memsvc.rpc.instrument import Metrics
 from memsvc.rpc.malformed import MalformedRequests
 from memsvc.rpc.memory import MemoryServicer
+from memsvc.rpc.offload import FairPool
 from memsvc.rpc.shards import ShardServicer
 from memsvc.runtime.metrics import MetricsListener
 from memsvc_client.v1 import (
     error_memory_pb2,
     error_memory_pb2_grpc,
+    fit_pb2,
+    fit_pb2_grpc,
     memory_pb2,
     memory_pb2_grpc,
     shards_pb2,
@@ -46,11 +56,17 @@ log = logging.getLogger(__name__)
 SERVICE_NAMES = (
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"].full_name,
+    fit_pb2.DESCRIPTOR.services_by_name["FitService"].full_name,
     shards_pb2.DESCRIPTOR.services_by_name["ShardService"].full_name,
 )
 ERROR_MEMORY_SERVICE = SERVICE_NAMES[1]
-LESSONS_HEALTH_SECONDS = 2.0
-"How often the health of ErrorMemoryService (its database's, with lessons_backend = postgres) is looked at."
+ARCHIVE_HEALTH = "memsvc.archive"
+"The health service name of the archive: NOT_SERVING while it is damaged (keyword search etc. refused)."
+HEALTH_CHECK_SECONDS = 1.0
+"How often the server looks at what it can do (a few stats) to keep its health statuses true."
+DRAIN_SHARE, CLOSE_SHARE = 0.7, 0.2
+"Of shutdown_grace_seconds, the shares in-flight calls and then flushing the stores get; the rest is for exiting."
+SEARCH_WORKERS, SEARCHES_PER_SESSION, SEARCHES_IN_FLIGHT = 1, 8, 64
 UNIX_PREFIX = "unix://"
 EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
 "A second server must not silently share our TCP port."
@@ -100,7 +116,7 @@ def _bind(server: grpc.aio.Server, address: str, tls: grpc.ServerCredentials | N
 
 
 class Transport(Protocol):
-    """Another way in to the same servicers, in this process (memsvc/http's listener is one)."""
+    """Another way in to the same servicers (memsvc/http's HTTP/JSON listener)."""
 
     name: str
     "The key of its address in the `serving` log line."
@@ -125,7 +141,12 @@ class Server:
         self.probes: grpc.aio.Server | None = None
         "The health-only server of health_listen: plaintext, no token, no RPC limit, so probes always get through."
         self.metrics: MetricsListener | None = None
-        self.lessons_watch: asyncio.Task[None] | None = None
+        self.searches = FairPool("search", workers=SEARCH_WORKERS, per_key=SEARCHES_PER_SESSION,
+                                 total=SEARCHES_IN_FLIGHT)
+        self.dead_threads: list[str] = []
+        "Background threads that ended with an exception: the server then reports NOT_SERVING."
+        self._watching: asyncio.Task[None] | None = None
+        self._health_state: tuple[int, int, int] | None = None
 
     async def start(self) -> list[str]:
         self.lock.acquire()
@@ -148,69 +169,94 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         # Built off the event loop so the health port answers NOT_SERVING meanwhile.
         self.app = await asyncio.to_thread(App, self.settings)
-        memory, lessons, shards = MemoryServicer(self.app), ErrorMemoryServicer(self.app), ShardServicer(self.app)
+        memory = MemoryServicer(self.app, self.searches)
+        lessons, fit, shards = ErrorMemoryServicer(self.app), FitServicer(self.app), ShardServicer(self.app)
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(memory, self.grpc)
         error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(lessons, self.grpc)
+        fit_pb2_grpc.add_FitServiceServicer_to_server(fit, self.grpc)
         shards_pb2_grpc.add_ShardServiceServicer_to_server(shards, self.grpc)
         reflection.enable_server_reflection(SERVICE_NAMES + (health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.grpc)
         bound = [_bind(self.grpc, address, tls) for address in self.settings.listen]
         await self.grpc.start()
-        servicers = dict(zip(SERVICE_NAMES, (memory, lessons, shards), strict=True))
+        servicers = dict(zip(SERVICE_NAMES, (memory, lessons, fit, shards), strict=True))
         for transport in self.transports:
             extra[transport.name] = await transport.open(servicers)
-        lessons_serving = await self._lessons_serving(None)
-        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
-        if not lessons_serving:
-            await self.health.set(ERROR_MEMORY_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.lessons_watch = asyncio.create_task(self._watch_lessons(lessons_serving))
+        await self._update_health()
+        self._watching = asyncio.create_task(self._watch_health())
         log.info("serving", extra={"addresses": bound, **extra, "tls": tls is not None,
                                    "token": bool(self.settings.token_file), "data_dir": self.settings.data_dir,
                                    "pid": os.getpid()})
         return bound
 
-    async def _set_health(self, status: int) -> None:
+    async def _set_health(self, status: int, archive: int | None = None, lessons: int | None = None) -> None:
         for name in ("",) + SERVICE_NAMES:
             await self.health.set(name, status)
+        await self.health.set(ARCHIVE_HEALTH, status if archive is None else archive)
+        await self.health.set(ERROR_MEMORY_SERVICE, status if lessons is None else lessons)
 
-    async def _lessons_serving(self, was_serving: bool | None) -> bool:
-        """Whether error memory can answer (its database is reachable); logs each change."""
+    def thread_died(self, args: threading.ExceptHookArgs) -> None:
+        """threading.excepthook: a background thread must never die silently."""
+        name = args.thread.name if args.thread is not None else "?"
+        log.critical("background thread died; the server reports NOT_SERVING until restarted",
+                     exc_info=args.exc_value, extra={"thread": name})
+        self.dead_threads.append(name)
+
+    async def _update_health(self) -> None:
         assert self.app is not None
-        problem = await asyncio.to_thread(self.app.lessons.unavailable)
-        if problem is not None and was_serving is not False:
-            log.error("error memory not serving", extra={"reason": problem.reason})
-        elif problem is None and was_serving is False:
-            log.info("error memory serving again")
-        return problem is None
+        problems = self.app.problems()
+        broken = [problem.detail for problem in problems if problem.part != "archive"]
+        broken += [f"background thread {name} died" for name in self.dead_threads]
+        archive = [problem.detail for problem in problems if problem.part == "archive"]
+        # The lesson database (lessons_backend = postgres) may be down while every session is served.
+        lessons = await asyncio.to_thread(self.app.lessons.unavailable)
+        serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+        state = (not_serving if broken else serving, not_serving if archive or broken else serving,
+                 not_serving if lessons is not None or broken else serving)
+        if state != self._health_state:
+            if broken:
+                log.error("not serving", extra={"problems": broken})
+            elif self._health_state is not None:
+                log.info("serving again" if not archive else "serving without the archive",
+                         extra={"archive": archive})
+            if lessons is not None:
+                log.error("error memory not serving", extra={"reason": lessons.reason})
+            self._health_state = state
+            await self._set_health(*state)
 
-    async def _watch_lessons(self, serving: bool) -> None:
-        """ErrorMemoryService's own health follows its store; the other services do not depend on it."""
-        while not self.stopping.is_set():
+    async def _watch_health(self) -> None:
+        while True:
+            await asyncio.sleep(HEALTH_CHECK_SECONDS)
             try:
-                await asyncio.wait_for(self.stopping.wait(), LESSONS_HEALTH_SECONDS)
-            except TimeoutError:
-                pass
-            if self.stopping.is_set():
-                return
-            now_serving = await self._lessons_serving(serving)
-            if now_serving != serving:
-                serving = now_serving
-                await self.health.set(ERROR_MEMORY_SERVICE, health_pb2.HealthCheckResponse.SERVING if serving
-                                      else health_pb2.HealthCheckResponse.NOT_SERVING)
+                await self._update_health()
+            except Exception:
+                log.exception("health check failed")
 
     async def stop(self) -> None:
-        """Refuse new calls, drain in-flight ones, flush every store."""
-        log.info("stopping", extra={"grace_seconds": self.settings.shutdown_grace_seconds})
-        self.stopping.set()
-        if self.lessons_watch is not None:
-            await self.lessons_watch
-        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        """Refuse new calls, drain in-flight ones, flush every store: all within shutdown_grace_seconds."""
+        grace = self.settings.shutdown_grace_seconds
+        log.info("stopping", extra={"grace_seconds": grace})
+        # Whatever hangs (a thread stuck in a call, a store that will not flush), the process ends in time.
+        watchdog = threading.Timer(grace, _exit_late, args=(grace,))
+        watchdog.daemon = True
+        watchdog.start()
+        loop = asyncio.get_running_loop()
+        closed_by = loop.time() + grace * (DRAIN_SHARE + CLOSE_SHARE)
+        if self._watching is not None:
+            self._watching.cancel()
+        await self.health.enter_graceful_shutdown()
         draining = [transport.close() for transport in self.transports]
         if self.grpc is not None:
-            draining.append(self.grpc.stop(self.settings.shutdown_grace_seconds))
+            draining.append(self.grpc.stop(grace * DRAIN_SHARE))
         await asyncio.gather(*draining)
+        self.searches.close()
         if self.app is not None:
-            self.app.close()
+            try:
+                left = max(0.0, closed_by - loop.time())
+                await asyncio.wait_for(asyncio.to_thread(self.app.close, left), left + grace * 0.05)
+            except TimeoutError:
+                log.error("stores still flushing at the end of shutdown_grace_seconds; what was not committed "
+                          "is recovered at the next start")
         if self.probes is not None:
             await self.probes.stop(None)
         if self.metrics is not None:
@@ -222,18 +268,29 @@ class Server:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stopping.set)
+        threading.excepthook = self.thread_died
         await self.start()
         await self.stopping.wait()
         await self.stop()
 
 
+def _exit_late(grace: float) -> None:
+    log.error("shutdown took longer than shutdown_grace_seconds; exiting now", extra={"grace_seconds": grace})
+    os._exit(1)
+
+
 def serve(settings: Settings, transports: Sequence[Transport] = ()) -> int:
-    # Caps the GIL convoy a busy background thread inflicts on the server's threads.
-    sys.setswitchinterval(0.0005)
+    # Caps the GIL convoy a busy thread (a search scoring a long history, a background worker)
+    # inflicts on the event loop: it waits at most this long for the GIL each time it needs it.
+    sys.setswitchinterval(0.0001)
     try:
         asyncio.run(Server(settings, transports).run())
     except InvalidSetting as exc:
         log.error("cannot start", extra={"reason": str(exc)})
         print(f"memsvc: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the data directory cannot be read or written: a person must fix it
+        log.error("cannot start", extra={"reason": str(exc)})
+        print(f"memsvc: cannot start: {exc}", file=sys.stderr)
         return 2
     return 0

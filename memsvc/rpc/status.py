@@ -8,6 +8,7 @@ error: the domain does.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -56,7 +57,9 @@ def translated(method: Handler) -> Handler:
             return await method(self, request, context)
         except grpc.aio.AbortError:
             raise
-        except Exception as error:
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:  # a Rust panic in a native library is a BaseException: still INTERNAL
             await _abort(context, error, method.__name__)
 
     return wrapper  # type: ignore[return-value]
@@ -76,13 +79,15 @@ def translated_stream(method: Streamer) -> Streamer:
                 yield reply
         except grpc.aio.AbortError:
             raise
-        except Exception as error:
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:
             await _abort(context, error, method.__name__)
 
     return wrapper  # type: ignore[return-value]
 
 
-async def _abort(context: grpc.aio.ServicerContext, error: Exception, rpc: str) -> None:
+async def _abort(context: grpc.aio.ServicerContext, error: BaseException, rpc: str) -> None:
     if not isinstance(error, MemsvcError):
         log.exception("unexpected error", extra={"rpc": rpc}, exc_info=error)
         error = MemsvcError(f"internal error in {rpc}; the server log has the details", reason="INTERNAL")

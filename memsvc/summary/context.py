@@ -16,7 +16,7 @@ import msgspec
 
 from memsvc.core.records import Record
 from memsvc.summary import rolling
-from memsvc.summary.cursor import CURSOR_FILE, read_cursor
+from memsvc.summary.cursor import CURSOR_FILE, UnreadableCursor, read_cursor
 from memsvc.summary.decisions import Judge
 from memsvc.summary.rolling import Summary
 from memsvc.window.sessions import Sessions
@@ -82,5 +82,8 @@ class Contexts:
     def stored(self, session_id: str) -> StoredSummary:
         """The summary as stored (all of it) and its cursor; NOT_FOUND for an unknown session."""
         self.sessions.require(session_id)
-        cursor = read_cursor(self.sessions.directory(session_id) / CURSOR_FILE)
+        try:
+            cursor = read_cursor(self.sessions.directory(session_id) / CURSOR_FILE)
+        except UnreadableCursor:  # logged; shown as no cursor, as an unreadable summary.json is shown as none
+            cursor = None
         return StoredSummary(self.summary(session_id), cursor.send_at if cursor else 0)

@@ -45,7 +45,7 @@ class Exporter:
             yield Part(head=head)
             digest = Digest()
             after, cut = 0, head.first_recent_id or head.next_id
-            while archived := self.archive.page(session_id, after, cut, size):
+            while archived := self.archive.messages(session_id, after, cut, limit=size):
                 for page in pages(archived, size):
                     digest.add(page)
                     yield Part(records=page)

@@ -85,7 +85,7 @@ class Importer:
         """Stage the session and commit its archive rows; returns the totals it checked."""
         session_id = head.session_id
         staging = self.moves.staging(session_id)
-        if self.archive.page(session_id, 0, NO_UPPER_BOUND, 1):  # rows of an import that failed before
+        if self.archive.messages(session_id, 0, NO_UPPER_BOUND, limit=1):  # rows of an import that failed before
             self.archive.cleared(session_id)
         digest, recent, uncommitted = Digest(), 0, 0
         for part in stream:

@@ -8,8 +8,10 @@ only the closing bracket and a crash can only tear the last line:
     ,{"id":2,...},{"id":3,...}
     ]
 
-Owns reading (with repair of a torn tail), appending in place and whole
-rewrites. Must never decide what to store: that is sessions.py.
+Owns reading (with repair of a torn tail, and of ids out of order or
+repeated: ids are never renumbered, since the archive and the summary cursor
+know messages by id), appending in place and whole rewrites. Must never decide
+what to store: that is sessions.py.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from pathlib import Path
 
 import msgspec
 
-from memsvc.core import durable
+from memsvc.core import durable, failpoints
 from memsvc.core.records import Record
 
 log = logging.getLogger(__name__)
 
+NAME = "history.json"
 OPENING = b"[\n"
 CLOSING = b"]\n"
 EMPTY = OPENING + CLOSING
@@ -72,6 +75,8 @@ class Decoded(msgspec.Struct):
     "Already in the one-append-per-line layout with increasing ids: nothing to rewrite."
     complete: bool
     "Every byte was understood; False when damaged lines were dropped."
+    reordered: bool = False
+    "Ids were out of order or repeated: sorted, and a repeated id given to another message got a new one."
 
 
 def decode(data: bytes) -> Decoded:
@@ -86,12 +91,14 @@ def decode(data: bytes) -> Decoded:
                 return Decoded(records, canonical=True, complete=True)
     lenient = _decode_lenient(data)
     if lenient is None:
-        return Decoded(_salvage_lines(data), canonical=False, complete=False)
-    return Decoded(lenient, canonical=False, complete=True)
+        salvaged, reordered = _in_id_order(_salvage_lines(data))
+        return Decoded(salvaged, canonical=False, complete=False, reordered=reordered)
+    records, reordered = lenient
+    return Decoded(records, canonical=False, complete=True, reordered=reordered)
 
 
 def load(path: Path) -> LoadedHistory:
-    """Read a history file, repairing it in place if a crash tore its tail.
+    """Read a history file, repairing it in place if a crash tore its tail or its ids are out of order.
 
     A damaged original is kept beside it (`history.json.damaged-<ns>`) before
     any repair, so nothing is ever dropped silently.
@@ -103,11 +110,12 @@ def load(path: Path) -> LoadedHistory:
     decoded = decode(data)
     if decoded.canonical:
         return LoadedHistory(decoded.records, len(data))
-    if not decoded.complete:
+    if not decoded.complete or decoded.reordered:
         kept = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
         durable.atomic_write(kept, data)
-        log.warning("repaired damaged history", extra={"path": str(path), "kept_copy": kept.name,
-                                                       "records_kept": len(decoded.records)})
+        log.warning("repaired damaged history", extra={
+            "path": str(path), "kept_copy": kept.name, "records_kept": len(decoded.records),
+            "lines_dropped": not decoded.complete, "ids_out_of_order": decoded.reordered})
     size = rewrite(path, decoded.records)
     return LoadedHistory(decoded.records, size, repaired=True)
 
@@ -127,20 +135,44 @@ def _ids_increasing(records: list[Record]) -> bool:
     return True
 
 
-def _decode_lenient(data: bytes) -> list[Record] | None:
-    """Decode a whole, valid array in any layout; None if it is not valid JSON."""
+def _decode_lenient(data: bytes) -> tuple[list[Record], bool] | None:
+    """Decode a whole, valid array in any layout, and whether its ids had to be put in order;
+    None if it is not valid JSON."""
     try:
         records = _records.decode(data)
     except msgspec.ValidationError:
         try:
-            return _renumber(_legacy_records.decode(data))
+            return _renumber(_legacy_records.decode(data)), False
         except msgspec.DecodeError:
             return None
     except msgspec.DecodeError:
         return None
-    if not _ids_increasing(records):
-        records = [msgspec.structs.replace(record, id=index) for index, record in enumerate(records, start=1)]
-    return records
+    return _in_id_order(records)
+
+
+def _in_id_order(records: list[Record]) -> tuple[list[Record], bool]:
+    """`records` by increasing id, and whether they needed it.
+
+    Never renumbers: archived copies and the summary cursor name messages by
+    id, so a message keeps its id. An exact repeat of a record is dropped; a
+    different message holding an id already taken (or none) gets a new id
+    above every other, so no id ever names two messages.
+    """
+    if _ids_increasing(records):
+        return records, False
+    ordered: list[Record] = []
+    clashing: list[Record] = []
+    for record in sorted(records, key=lambda record: record.id):
+        if ordered and record.id == ordered[-1].id:
+            if record != ordered[-1]:
+                clashing.append(record)
+        elif record.id <= 0:
+            clashing.append(record)
+        else:
+            ordered.append(record)
+    highest = ordered[-1].id if ordered else 0
+    ordered += [msgspec.structs.replace(record, id=highest + offset) for offset, record in enumerate(clashing, 1)]
+    return ordered, True
 
 
 def _renumber(legacy: list[_LegacyRecord]) -> list[Record]:
@@ -166,18 +198,18 @@ def _salvage_lines(data: bytes) -> list[Record]:
     return kept
 
 
-def append(path: Path, size: int, records: list[Record]) -> int:
-    """Append `records` as one line, durably; returns the new file size.
-
-    Writes over the closing bracket only, so its cost does not grow with the
-    file and a torn write can damage nothing but this line.
-    """
+def planned(size: int, records: list[Record]) -> tuple[int, bytes]:
+    """Where an append of `records` to a file of `size` bytes writes, and what: one line and the
+    closing bracket, over the old closing bracket, so its cost does not grow with the file and a
+    torn write can damage nothing but this line."""
     if size == 0:
-        payload = OPENING + encode_line(records, first=True) + CLOSING
-        offset = 0
-    else:
-        payload = encode_line(records, first=size == len(EMPTY)) + CLOSING
-        offset = size - len(CLOSING)
+        return 0, OPENING + encode_line(records, first=True) + CLOSING
+    return size - len(CLOSING), encode_line(records, first=size == len(EMPTY)) + CLOSING
+
+
+def append(path: Path, size: int, records: list[Record]) -> int:
+    """Append `records` as one line, durably; returns the new file size."""
+    offset, payload = planned(size, records)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         durable.write_at(fd, offset, payload)
@@ -189,6 +221,34 @@ def append(path: Path, size: int, records: list[Record]) -> int:
     if size == 0:
         durable.fsync_dir(path.parent)
     return offset + len(payload)
+
+
+def write_planned(path: Path, size: int, offset: int, payload: bytes) -> int:
+    """An append `planned` for a file of `size` bytes, without its sync: only for bytes a redo
+    log (journal.py) makes durable. Returns the new file size."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        # `drop`: the write vanishes as an unsynced one does when the machine loses power.
+        if not failpoints.dropped("history.write"):
+            durable.write_unsynced(fd, offset, payload)
+    except OSError:
+        _undo_append(fd, size)
+        raise
+    finally:
+        os.close(fd)
+    return offset + len(payload)
+
+
+def undo(path: Path, size: int) -> None:
+    """Put the file back as it was at `size` bytes: an append whose redo record could not be written."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        _undo_append(fd, size)
+    finally:
+        os.close(fd)
 
 
 def _undo_append(fd: int, size: int) -> None:

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from memsvc.core import durable
-from memsvc.core.errors import InvalidSetting
+from memsvc.core.errors import InvalidSetting, Unavailable
 
 
 def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path: Path):
@@ -44,3 +44,25 @@ def test_append_file_creates_then_appends(tmp_path: Path):
     durable.append_file(path, b"one;")
     durable.append_file(path, b"two;")
     assert path.read_bytes() == b"one;two;"
+
+
+def test_data_paths_notice_a_directory_deleted_or_replaced(tmp_path: Path):
+    root = tmp_path / "data"
+    (root / "sessions").mkdir(parents=True)
+    paths = durable.DataPaths([root, root / "sessions"])
+    assert paths.missing() is None
+    paths.check()
+    (root / "sessions").rename(tmp_path / "elsewhere")
+    (root / "sessions").mkdir()  # the same name, another directory
+    assert paths.missing() == root / "sessions"
+    with pytest.raises(Unavailable) as refused:
+        paths.check()
+    assert refused.value.reason == "DATA_DIR_MISSING" and str(root / "sessions") in refused.value.message
+
+
+def test_make_dir_never_creates_a_missing_parent(tmp_path: Path):
+    durable.make_dir(tmp_path / "a")
+    durable.make_dir(tmp_path / "a")  # already there: fine
+    with pytest.raises(FileNotFoundError):
+        durable.make_dir(tmp_path / "gone" / "b")
+    assert not (tmp_path / "gone").exists()

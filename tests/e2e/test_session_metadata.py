@@ -39,8 +39,8 @@ def check(calls: list[Seen]) -> set[str]:
 
 def test_the_per_session_rpcs_are_those_naming_a_session_but_error_memorys():
     assert PER_SESSION == {"Append", "GetContext", "Search", "Compact", "Summarize", "GetSummary", "Reset",
-                           "RemoveSession", "GetServerInfo", "ExportSession", "ImportSession", "HoldSession",
-                           "ReleaseSession"}
+                           "RemoveSession", "ListMessages", "DeleteMessages", "FitContext", "GetServerInfo",
+                           "ExportSession", "ImportSession", "HoldSession", "ReleaseSession"}
     assert RPCS["ImportSession"].session_path == ("head", "session_id"), "a stream is routed by its head"
 
 
@@ -48,6 +48,8 @@ def test_python_sends_the_session_on_every_per_session_rpc(server):
     calls = [
         lambda m: m.append("py-1", [("user", "hello"), ("assistant", "hi")]),
         lambda m: m.get_context("py-1"),
+        lambda m: m.list_messages("py-1"),
+        lambda m: m.delete_messages("py-1", last=1),
         lambda m: m.search("py-1", "hello", match="keyword"),
         lambda m: m.compact("py-1"),
         lambda m: m.summarize("py-1"),
@@ -58,6 +60,7 @@ def test_python_sends_the_session_on_every_per_session_rpc(server):
         lambda m: m.hold_session("py-1"),
         lambda m: m.release_session("py-1"),
         lambda m: m.remove_session("py-1"),
+        lambda m: m.fit_context("py-1", "openai", "gpt-4o", [{"role": "user", "content": "hello"}]),
         lambda m: m.get_server_info(),
         lambda m: m.list_held_sessions(),
         lambda m: m.list_sessions(),

@@ -2,11 +2,19 @@
 
 Each iteration starts the server on the same data directory, with either a
 failure point that kills it at an exact place inside a write (drawn from
-the seed) or a SIGKILL from outside after a random delay. Meanwhile clients
-append to several sessions, compact, and search. After the kill the server
-is restarted clean and every acknowledged message is checked: found exactly
-once by keyword search (whether it is still in history.json or only in the
-archive), ids unique and increasing, history.json a valid JSON array.
+the seed: inside an Append, a Compact, a Reset or a RemoveSession) or a
+SIGKILL from outside after a random delay. Meanwhile one client per session
+appends, and now and then compacts, searches, resets or removes its session.
+After the kill the server is restarted clean and each session's story is
+checked against what survived:
+
+- every acknowledged message is found exactly once by keyword search
+  (whether it is still in history.json or only in the archive), unless a
+  Reset or RemoveSession after it took it away;
+- an acknowledged Reset or RemoveSession took away everything before it; one
+  the kill interrupted did it in full or not at all: the messages before it
+  are all there or all gone, never some;
+- ids increase, history.json is a valid JSON array, no intent record is left.
 
     .venv/bin/python -m tests.reliability.crashloop --iterations 100 --seed 7     (make test-crash)
 """
@@ -14,7 +22,6 @@ archive), ids unique and increasing, history.json a valid JSON array.
 from __future__ import annotations
 
 import argparse
-import collections
 import random
 import tempfile
 import threading
@@ -26,14 +33,42 @@ import msgspec
 from memsvc_client import MemsvcError
 from tests.support import ServerProcess
 
-KILL_POINTS = (
-    "durable.write_at.start", "durable.write_at.written", "durable.write_at.synced",
-    "durable.atomic_write.synced", "durable.atomic_write.renamed",
-    "archive.commit", "lifecycle.compact.flushed",
-)
+KILL_POINTS = {
+    # name: the highest hit to kill at (a point hit less often in an iteration gets a lower one)
+    # An Append: its line written into history.json unsynced, then its journal frame made durable.
+    "history.write": 40, "journal.write": 40, "journal.synced": 40,
+    "durable.atomic_write.synced": 12, "durable.atomic_write.renamed": 12,
+    "archive.commit": 40, "lifecycle.compact.flushed": 3,
+    "lifecycle.clear.intended": 3, "archive.cleared": 3, "lifecycle.clear.derived": 3,
+}
 SESSIONS = ("alpha", "beta", "gamma")
 SERVER_FLAGS = ("--max-history-bytes", "6000", "--max-message-bytes", "4000", "--max-history-messages", "4",
                 "--archive-commit-seconds", "0.02")
+COMPACT, SEARCH, RESET, REMOVE = 0.1, 0.1, 0.04, 0.03
+"How often a client follows an Append with each of these."
+
+
+class Clear(msgspec.Struct):
+    """A Reset or RemoveSession, in the order it came among a session's Appends."""
+
+    removes: bool
+    acknowledged: bool
+
+
+class Story(msgspec.Struct):
+    """What one session's client did, in order: acknowledged Appends (tokens) between clears."""
+
+    segments: list[list[str]] = msgspec.field(default_factory=lambda: [[]])
+    "segments[k] holds the tokens acknowledged after clears[k - 1] and before clears[k]."
+    clears: list[Clear] = []
+    ids: list[list[int]] = msgspec.field(default_factory=lambda: [[]])
+    "The acknowledged ids, per run of the session between removals (a removed session starts again at 1)."
+
+    def cleared(self, removes: bool, acknowledged: bool) -> None:
+        self.clears.append(Clear(removes, acknowledged))
+        self.segments.append([])
+        if removes:
+            self.ids.append([])
 
 
 class Findings(msgspec.Struct):
@@ -41,36 +76,62 @@ class Findings(msgspec.Struct):
     acknowledged: int = 0
     verified: int = 0
     kills: dict[str, int] = {}
+    clears: dict[str, int] = {}
+    "Resets and removals: acknowledged, interrupted and then found done, interrupted and found not done."
     problems: list[str] = []
 
 
-def _work(server: ServerProcess, session_id: str, label: str, acked: list[str], stop: threading.Event,
+def _work(server: ServerProcess, session_id: str, label: str, story: Story, stop: threading.Event,
           rng: random.Random) -> None:
     with server.client(timeout=5) as client:
         sequence = 0
         while not stop.is_set():
             token = f"{label}n{sequence}w"
             try:
-                client.append(session_id, [("user", f"question {token} " + "pad " * rng.randint(0, 60)),
-                                           ("assistant", "answer")])
-                acked.append(token)
-                sequence += 1
-                if rng.random() < 0.1:
-                    client.compact(session_id)
-                if rng.random() < 0.1:
-                    client.search(session_id, token, match="keyword")
+                reply = client.append(session_id, [("user", f"question {token} " + "pad " * rng.randint(0, 60)),
+                                                   ("assistant", "answer")])
             except MemsvcError:
                 return  # the server died under us: whatever was not acknowledged may be lost
+            story.segments[-1].append(token)
+            story.ids[-1].extend(message.id for message in reply.messages)
+            sequence += 1
+            roll = rng.random()
+            try:
+                if roll < COMPACT:
+                    client.compact(session_id)
+                elif roll < COMPACT + SEARCH:
+                    client.search(session_id, token, match="keyword")
+                elif roll < COMPACT + SEARCH + RESET + REMOVE:
+                    removes = roll >= COMPACT + SEARCH + RESET
+                    try:
+                        if removes:
+                            client.remove_session(session_id)
+                        else:
+                            client.reset(session_id, rng.choice(["summary", "all"]))
+                    except MemsvcError:
+                        story.cleared(removes, acknowledged=False)  # done or not: the kill decides
+                        return
+                    story.cleared(removes, acknowledged=True)
+            except MemsvcError:
+                return
 
 
 def iteration(number: int, data_dir: Path, rng: random.Random, findings: Findings,
-              acked: dict[str, list[str]]) -> None:
-    point = rng.choice(KILL_POINTS + ("external",))
-    env = {} if point == "external" else {"MEMSVC_FAILPOINTS": f"{point}=kill@{rng.randint(1, 40)}"}
-    server = ServerProcess(data_dir, *SERVER_FLAGS, env=env).start()
+              stories: dict[str, Story]) -> None:
+    point = rng.choice([*KILL_POINTS, "external"])
+    env = {} if point == "external" else {"MEMSVC_FAILPOINTS": f"{point}=kill@{rng.randint(1, KILL_POINTS[point])}"}
+    server = ServerProcess(data_dir, *SERVER_FLAGS, env=env)
+    findings.iterations += 1
+    try:
+        server.start()
+    except RuntimeError:
+        assert server.process is not None and server.process.returncode == -9, "".join(server.log_lines)
+        # Killed while completing, before serving, a Reset or removal the last kill interrupted.
+        findings.kills[f"{point} (while starting)"] = findings.kills.get(f"{point} (while starting)", 0) + 1
+        return
     stop = threading.Event()
     workers = [threading.Thread(target=_work, args=(server, session_id, f"i{number}{session_id[0]}",
-                                                    acked[session_id], stop, random.Random(rng.random())))
+                                                    stories[session_id], stop, random.Random(rng.random())))
                for session_id in SESSIONS]
     for worker in workers:
         worker.start()
@@ -86,26 +147,63 @@ def iteration(number: int, data_dir: Path, rng: random.Random, findings: Finding
         worker.join()
     name = point if died_by_itself else "external"
     findings.kills[name] = findings.kills.get(name, 0) + 1
-    findings.iterations += 1
 
 
-def verify(data_dir: Path, acked: dict[str, list[str]], findings: Findings) -> None:
+def _present(counts: list[int], session_id: str, findings: Findings) -> bool | None:
+    """True if every token of a segment was found once, False if none was; None when it is empty, or
+    (a problem) when some were found and some not, or one twice."""
+    if not counts:
+        return None
+    if all(count == 1 for count in counts):
+        return True
+    if not any(counts):
+        return False
+    findings.problems.append(f"{session_id}: a segment's messages found {counts} times: some kept, some lost "
+                             "or doubled")
+    return None
+
+
+def check_story(session_id: str, story: Story, counts: list[list[int]], findings: Findings) -> None:
+    """Judge what survived (counts[k]: how often each token of segment k was found) against the story."""
+    presence = [_present(segment, session_id, findings) for segment in counts]
+    if presence[-1] is False:
+        findings.problems.append(f"{session_id}: messages acknowledged after the last Reset/Remove are gone")
+    for index, clear in enumerate(story.clears):
+        before = presence[index]
+        kind = ("acknowledged" if clear.acknowledged else "interrupted, what came before it gone"
+                if before is False else "interrupted, what came before it kept")
+        findings.clears[kind] = findings.clears.get(kind, 0) + 1
+        if clear.acknowledged and before:
+            findings.problems.append(f"{session_id}: an acknowledged Reset/Remove left what came before it")
+        if before is False and True in presence[:index]:
+            findings.problems.append(f"{session_id}: messages before gone ones survived a Reset/Remove")
+    for run in story.ids:
+        if run != sorted(set(run)):
+            findings.problems.append(f"{session_id}: acknowledged ids did not keep increasing: {run[:20]}...")
+
+
+def verify(data_dir: Path, stories: dict[str, Story], findings: Findings) -> None:
     server = ServerProcess(data_dir, *SERVER_FLAGS).start()
     try:
         with server.client(timeout=30) as client:
-            for session_id, tokens in acked.items():
+            for session_id, story in stories.items():
                 history = data_dir / "sessions" / session_id / "history.json"
                 if history.exists():
                     msgspec.json.decode(history.read_bytes())  # a valid JSON array, or this raises
                 ids = [m.id for m in client.get_context(session_id).window]
                 if ids != sorted(set(ids)):
                     findings.problems.append(f"{session_id}: window ids not increasing: {ids}")
-                for token in tokens:
-                    hits = client.search(session_id, token, match="keyword", limit=32).hits
-                    found = [h for h in hits if token in h.message.content.split()]
-                    if len(found) != 1:
-                        findings.problems.append(f"{session_id}: {token} found {len(found)} times")
-                    findings.verified += 1
+                counts = []
+                for segment in story.segments:
+                    counts.append([])
+                    for token in segment:
+                        hits = client.search(session_id, token, match="keyword", limit=32).hits
+                        counts[-1].append(sum(token in h.message.content.split() for h in hits))
+                        findings.verified += 1
+                check_story(session_id, story, counts, findings)
+        leftovers = sorted(path.name for path in (data_dir / "sessions").glob(".intent-*"))
+        if leftovers:
+            findings.problems.append(f"intent records left after start: {leftovers}")
     finally:
         server.terminate()
 
@@ -113,13 +211,11 @@ def verify(data_dir: Path, acked: dict[str, list[str]], findings: Findings) -> N
 def run(iterations: int, seed: int, data_dir: Path) -> Findings:
     rng = random.Random(seed)
     findings = Findings()
-    acked: dict[str, list[str]] = collections.defaultdict(list)
-    for session_id in SESSIONS:
-        acked[session_id] = []
+    stories = {session_id: Story() for session_id in SESSIONS}
     for number in range(iterations):
-        iteration(number, data_dir, rng, findings, acked)
-    findings.acknowledged = sum(map(len, acked.values()))
-    verify(data_dir, acked, findings)
+        iteration(number, data_dir, rng, findings, stories)
+    findings.acknowledged = sum(len(segment) for story in stories.values() for segment in story.segments)
+    verify(data_dir, stories, findings)
     return findings
 
 
@@ -133,8 +229,9 @@ def main() -> None:
         findings = run(args.iterations, args.seed, Path(tmp) / "data")
     print(f"{findings.iterations} kill iterations (seed {args.seed}) in {time.monotonic() - started:.0f} s")
     print(f"kills by point: {dict(sorted(findings.kills.items()))}")
-    print(f"acknowledged messages: {findings.acknowledged}; verified exactly once: "
-          f"{findings.verified - len(findings.problems)}")
+    print(f"resets and removals: {dict(sorted(findings.clears.items()))}")
+    print(f"acknowledged messages: {findings.acknowledged}; checked against their session's story: "
+          f"{findings.verified}")
     print(f"findings: {len(findings.problems)}")
     for problem in findings.problems[:50]:
         print(f"  {problem}")

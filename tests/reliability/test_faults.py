@@ -1,7 +1,10 @@
 """Disk errors and crashes at exact points inside writes, through a real server."""
 
+import collections
 import os
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -9,6 +12,7 @@ import msgspec
 import pytest
 
 from memsvc_client import MemsvcError
+from tests.support import wait_for
 
 
 def failing(make_server, spec: str, *args: str):
@@ -19,7 +23,8 @@ def contents(client, session_id: str) -> list[str]:
     return [m.content for m in client.get_context(session_id).window]
 
 
-@pytest.mark.parametrize("point", ["durable.write_at.start", "durable.write_at.written", "durable.write_at.synced"])
+# An Append: its line into history.json (unsynced), its journal frame before and after the sync.
+@pytest.mark.parametrize("point", ["history.write", "journal.write", "journal.synced"])
 def test_a_disk_full_append_is_refused_changes_nothing_and_the_next_one_works(make_server, point):
     # hit 1 is the first append; hits 2 and 3 fail
     server = failing(make_server, f"{point}=enospc@2")
@@ -40,13 +45,13 @@ def test_a_disk_full_append_is_refused_changes_nothing_and_the_next_one_works(ma
 
 
 def test_an_io_error_is_unavailable(make_server):
-    server = failing(make_server, "durable.write_at.written=eio@1")
+    server = failing(make_server, "journal.write=eio@1")
     with server.client() as client, pytest.raises(MemsvcError) as caught:
         client.append("s", [("user", "x")])
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_ERROR")
 
 
-@pytest.mark.parametrize("point", ["durable.write_at.written", "durable.write_at.synced"])
+@pytest.mark.parametrize("point", ["history.write", "journal.write", "journal.synced"])
 def test_kill_inside_an_append_keeps_every_acknowledged_one(make_server, point):
     server = failing(make_server, f"{point}=kill@6")
     acknowledged = []
@@ -177,3 +182,122 @@ def test_a_hung_embedding_endpoint_does_not_hold_error_memory_lookups(make_serve
             assert len(client.search_errors("quota").records) == 1
         endpoint.delay = 0.0
         server.kill()
+
+
+def tokens_found(client, session_id: str, tokens: list[str]) -> list[int]:
+    return [sum(token in hit.message.content.split()
+                for hit in client.search(session_id, token, match="keyword", limit=32).hits)
+            for token in tokens]
+
+
+@pytest.mark.parametrize("action", ["reset", "remove"])
+@pytest.mark.parametrize(("point", "compacted", "done"), [
+    ("durable.atomic_write.synced", False, False),  # the intent's temp file written, not renamed: never recorded
+    ("durable.atomic_write.renamed", False, True),  # the intent recorded
+    ("lifecycle.clear.intended", True, True),
+    ("archive.cleared", True, True),  # the archive's delete committed, its cutoffs not yet rewritten
+    ("lifecycle.clear.derived", True, True),  # every derived store cleared, history.json still there
+])
+def test_a_reset_or_removal_killed_part_way_is_done_in_full_or_not_at_all(make_server, action, point, compacted,
+                                                                         done):
+    server = failing(make_server, f"{point}=kill@1", "--max-history-messages", "2")
+    tokens = [f"t{index}x" for index in range(6)]
+    with server.client() as client:
+        for token in tokens:
+            client.append("s", [("user", f"about {token}"), ("assistant", "ok")])
+            if compacted and token == tokens[3]:
+                assert client.compact("s").removed == 6  # some messages only in the archive from here
+        with pytest.raises(MemsvcError):
+            client.reset("s") if action == "reset" else client.remove_session("s")
+    server.process.wait()
+    server.env.pop("MEMSVC_FAILPOINTS")
+    server.start()
+    with server.client() as client:
+        if not done:
+            assert tokens_found(client, "s", tokens) == [1] * len(tokens)
+            assert len(client.get_context("s").window) == 2
+            return
+        assert tokens_found(client, "s", tokens) == [0] * len(tokens)
+        assert client.get_context("s").window == []
+        if action == "remove":
+            assert [info.session_id for info in client.list_sessions().sessions] == []
+            assert client.append("s", [("user", "a new session")]).messages[0].id == 1
+        else:
+            assert client.append("s", [("user", "after")]).messages[0].id == 2 * len(tokens) + 1
+    assert not list((server.data_dir / "sessions").glob(".intent-*"))
+
+
+@pytest.mark.parametrize(("point", "compacted", "done"), [
+    ("durable.atomic_write.synced=kill@1", False, False),  # the intent's temp file written, not renamed
+    ("durable.atomic_write.renamed=kill@1", False, True),  # the intent recorded
+    ("lifecycle.delete.intended=kill@1", True, True),
+    ("archive.deleted=kill@1", True, True),  # the archive's delete committed
+    ("lifecycle.delete.derived=kill@1", True, True),  # the vectors told, history.json untouched
+    ("durable.atomic_write.renamed=kill@2", False, True),  # .next_id raised, history.json not yet rewritten
+])
+def test_a_deletion_killed_part_way_is_done_in_full_or_not_at_all(make_server, point, compacted, done):
+    server = failing(make_server, point, "--max-history-messages", "2")
+    tokens = [f"t{index}x" for index in range(6)]
+    with server.client() as client:
+        for token in tokens:
+            client.append("s", [("user", f"about {token}"), ("assistant", "ok")])
+            if compacted and token == tokens[3]:
+                assert client.compact("s").removed == 6  # message 1 only in the archive from here
+        wait_for(lambda: client.search("s", "about", include_window=True).unsearched == 0)
+        with pytest.raises(MemsvcError):
+            client.delete_messages("s", [1, 11, 12])  # about t0x, about t5x and its "ok"
+    server.process.wait()
+    server.env.pop("MEMSVC_FAILPOINTS")
+    server.start()
+    with server.client() as client:
+        window = [m.id for m in client.get_context("s").window]
+        best = [hit.message.id for hit in client.search("s", "about t5x", limit=1, include_window=True).hits
+                if not hit.is_context]
+        if not done:
+            assert tokens_found(client, "s", tokens) == [1] * len(tokens)
+            assert window == [11, 12] and best == [11]
+            return
+        assert tokens_found(client, "s", tokens) == [0, 1, 1, 1, 1, 0]
+        assert window == [9, 10] and best not in ([], [11]), "no vector of a deleted message is found"
+        assert client.append("s", [("user", "after")]).messages[0].id == 13
+        assert client.delete_messages("s", [1, 11, 12]).messages == []
+    assert not list((server.data_dir / "sessions").glob(".intent-*"))
+
+
+def test_reset_racing_remove_session_answers_ok_or_not_found(make_server):
+    server = make_server()
+    outcomes: collections.Counter[str] = collections.Counter()
+    with server.client() as first, server.client() as second, ThreadPoolExecutor(2) as pool:
+        for round_ in range(40):
+            first.append("race", [("user", f"round {round_}"), ("assistant", "ok")])
+            start = threading.Barrier(2)
+
+            def race(call, start: threading.Barrier = start) -> str:
+                start.wait()
+                try:
+                    call()
+                    return "OK"
+                except MemsvcError as error:
+                    return f"{error.code.name} {error.reason}"
+
+            outcomes.update(pool.map(race, [lambda: first.reset("race"), lambda: second.remove_session("race")]))
+    assert set(outcomes) <= {"OK", "NOT_FOUND SESSION_NOT_FOUND"}, outcomes
+
+
+def test_sigterm_ends_the_server_within_the_grace_even_with_a_call_stuck_in_a_thread(make_server, llm_server):
+    release = threading.Event()
+    llm_server.script("sum", lambda request: (release.wait(60), "never read")[1])
+    server = make_server("--llm-base-url", llm_server.base_url, "--summary-model", "sum",
+                         "--llm-timeout-seconds", "120", "--llm-max-retries", "0", "--shutdown-grace-seconds", "2")
+    with server.client() as client:
+        client.append("s", [("user", "q"), ("assistant", "a")])
+        stuck = threading.Thread(target=lambda: pytest.raises(MemsvcError, client.summarize, "s", timeout=90))
+        stuck.start()
+        wait_for(lambda: llm_server.calls("sum"), timeout=30)
+        try:
+            # The thread waiting on the LLM used to hold the exit for the whole llm_timeout_seconds.
+            assert server.terminate(timeout=2 + 10) in (0, 1)
+        finally:
+            release.set()
+            stuck.join()
+    assert server.logged("stopping")

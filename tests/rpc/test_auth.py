@@ -78,12 +78,15 @@ def test_the_bearer_scheme_is_case_insensitive(guarded):
         assert "memsvc.v1.MemoryService" in {service.name for service in reply.list_services_response.service}
 
 
-def test_health_needs_no_token_and_reflection_does(guarded):
+def test_health_check_needs_no_token_but_watch_and_reflection_do(guarded):
     with grpc.insecure_channel(guarded.tcp) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         assert health.Check(health_pb2.HealthCheckRequest(service="memsvc.v1.MemoryService")).status == \
             health_pb2.HealthCheckResponse.SERVING
-        watch = health.Watch(health_pb2.HealthCheckRequest())
+        with pytest.raises(grpc.RpcError) as refused:
+            next(health.Watch(health_pb2.HealthCheckRequest()))
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        watch = health.Watch(health_pb2.HealthCheckRequest(), metadata=(("authorization", f"Bearer {TOKEN}"),))
         assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
         watch.cancel()
         reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
@@ -96,8 +99,9 @@ def test_the_token_never_reaches_the_log(make_server, token_file):
     server = make_server("--token-file", str(token_file), "--log-level", "debug")
     with server.client(token=TOKEN) as member, server.client(token=TOKEN + "-guess") as impostor:
         member.append("s", [("user", "hello")])
-        with pytest.raises(MemsvcError):
+        with pytest.raises(MemsvcError) as refused:
             impostor.append("s", [("user", "hello")])
+        assert refused.value.reason == "INVALID_TOKEN"
     assert server.terminate() == 0
     serving = next(json.loads(line) for line in server.log_lines if '"serving"' in line)
     assert serving["token"] is True  # the log says auth is on...

@@ -1,23 +1,14 @@
 """Prometheus metrics: the registry helpers, and the port of a real server scraped over HTTP."""
 
 import grpc
-import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client.parser import text_string_to_metric_families
 
 from memsvc.runtime import metrics
 from memsvc_client import MemsvcError
+from tests.support import scrape
 
 TOKEN = "metrics-test-token"
-
-
-def scrape(server) -> dict[tuple[str, frozenset], float]:
-    """Every sample on the metrics port: (name, labels) -> value."""
-    reply = httpx.get(f"http://{server.metrics}/metrics", timeout=10)
-    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(reply.text) for sample in family.samples}
 
 
 def handled(samples, method: str, code: str, service: str = "memsvc.v1.MemoryService") -> float:

@@ -8,6 +8,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memsvc_client import MemsvcError
+from memsvc_client.v1 import memory_pb2 as pb
+from tests.support import rss_mib
 
 
 def stored_sessions(server) -> list[str]:
@@ -138,3 +140,73 @@ def test_a_burst_past_the_limit_gets_only_ok_or_resource_exhausted_and_loses_not
     assert acknowledged, "with one slot free, some appends must get through"
     with server.client() as reader:
         assert sorted(m.content for m in reader.get_context("burst").window) == acknowledged
+
+
+def test_watch_streams_without_the_token_take_no_place_from_token_holders(make_server, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("the-token")
+    server = make_server("--token-file", str(token_file), "--max-concurrent-rpcs", "8",
+                         "--health-listen", "127.0.0.1:0")
+    with grpc.insecure_channel(server.tcp) as channel, server.client(token="the-token") as client:
+        stub = health_pb2_grpc.HealthStub(channel)
+        anonymous = [stub.Watch(health_pb2.HealthCheckRequest()) for _ in range(64)]  # opened, never read
+        for index in range(20):
+            client.append("s", [("user", f"still served {index}")])
+        assert len(client.get_context("s").window) == 16
+        with pytest.raises(grpc.RpcError) as refused:
+            next(anonymous[0])
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        for stream in anonymous:
+            stream.cancel()
+    with grpc.insecure_channel(server.health) as probes:  # probes watch without a token on their port
+        watch = health_pb2_grpc.HealthStub(probes).Watch(health_pb2.HealthCheckRequest())
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        watch.cancel()
+
+
+@pytest.mark.parametrize(("count", "size", "receive_limit"), [
+    (600, 8_000, None),  # 4.8 MB: the default client receives at most 4 MiB
+    (1_000, 8_300, 64 * 1024 * 1024),  # just under max_request_bytes (8 MiB): the server's own send limit
+])
+def test_an_append_is_either_stored_and_acknowledged_or_refused(make_server, count, size, receive_limit):
+    server = make_server("--max-history-messages", "2000")
+    options = [] if receive_limit is None else [("grpc.max_receive_message_length", receive_limit)]
+    with server.client(timeout=60, options=options) as client:
+        reply = client.append("big", [("user", f"m{index} " + "x" * size) for index in range(count)])
+        assert [m.id for m in reply.messages] == list(range(1, count + 1))
+        assert all(m.content == "" and m.role == "user" and m.send_at_unix_nano for m in reply.messages)
+        assert client.list_sessions().sessions[0].message_count == count  # stored once, acknowledged once
+
+
+def test_an_embedding_too_long_for_any_index_is_refused_before_it_is_copied(make_server):
+    server = make_server()
+    huge = [0.5] * 1_900_000
+    with server.client(timeout=60, options=[("grpc.max_send_message_length", 64 << 20)]) as client:
+        client.append("s", [("user", "kept")])
+        before = rss_mib(server.process.pid)
+        with ThreadPoolExecutor(4) as pool:
+            outcomes = set(pool.map(lambda _: refusal_of(lambda: client.append("s", [pb.Message(
+                role=pb.ROLE_USER, content="x", embedding=huge)])), range(40)))
+        assert outcomes == {(grpc.StatusCode.INVALID_ARGUMENT, "EMBEDDING_TOO_LARGE")}
+        assert refusal_of(lambda: client.search("s", "kept", query_embedding=huge)) == (
+            grpc.StatusCode.INVALID_ARGUMENT, "EMBEDDING_TOO_LARGE")
+        # Copied into Python floats, each of these cost ~60 MB: 40 of them took the server to gigabytes.
+        assert rss_mib(server.process.pid) - before < 600
+        assert [m.content for m in client.get_context("s").window] == ["kept"]
+
+
+def test_error_memory_requests_far_larger_than_any_valid_one_are_refused_undecoded(client):
+    assert refusal_of(lambda: client.record_error("shell", "x" * 7_000_000, "fix")) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE")
+    assert refusal_of(lambda: client.record_error("shell", "x" * 20_000, "fix")) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "FIELD_TOO_LARGE")  # too long, but decoded and checked field by field
+    assert not client.list_errors().records
+
+
+def refusal_of(call) -> tuple[grpc.StatusCode, str]:
+    try:
+        call()
+    except MemsvcError as error:
+        return error.code, error.reason
+    return grpc.StatusCode.OK, ""
+

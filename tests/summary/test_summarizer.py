@@ -253,8 +253,9 @@ def test_no_summary_model_and_unknown_sessions_are_refused(tmp_path, llm_server)
     with pytest.raises(FailedPrecondition) as caught:
         world.summarizer.summarize("s")
     assert caught.value.reason == "SUMMARY_MODEL_NOT_CONFIGURED" and "summary_model" in caught.value.message
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as missing:
         World(tmp_path, llm_server.base_url).summarizer.summarize("nobody")
+    assert missing.value.reason == "SESSION_NOT_FOUND"
 
 
 def test_an_unreadable_summary_is_never_overwritten(world, llm_server):
@@ -277,3 +278,13 @@ def test_two_runs_on_one_session_never_overlap(world, llm_server):
         thread.join()
     assert sorted(result.count for result in results) == [0, 2]
     assert llm_server.max_in_flight == 1 and len(llm_server.calls("sum")) == 1
+
+
+def test_an_unreadable_cursor_stops_summarizing_and_is_left_in_place(world, llm_server):
+    world.say("s", ("user", "hi"), ("assistant", "hello"))
+    cursor = world.directory("s") / CURSOR_FILE
+    cursor.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(FailedPrecondition) as caught:
+        world.summarizer.summarize("s")
+    assert caught.value.reason == "SUMMARY_CURSOR_UNREADABLE" and str(cursor) in caught.value.message
+    assert cursor.read_bytes() == b"\xff\xfe not utf-8" and not llm_server.calls()

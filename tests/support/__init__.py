@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
+import httpx
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from memsvc.core import config
 from memsvc.core.records import Record
@@ -81,6 +84,17 @@ class ServerProcess:
         for line in self.process.stderr:
             self.log_lines.append(line)
 
+    def logged(self, event: str) -> list[dict]:
+        """The JSON log lines of `event` so far."""
+        return [entry for line in list(self.log_lines) if (entry := _json(line)).get("event") == event]
+
+    def health_status(self, service: str = "", target: str | None = None) -> int:
+        """The health status the server reports for `service` (on the main TCP port unless told)."""
+        with grpc.insecure_channel(target or self.tcp) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service),
+                                                              timeout=10)
+        return reply.status
+
     def client(self, target: str | None = None, **kwargs: object) -> Client:
         return Client(target or self.tcp, **kwargs)  # type: ignore[arg-type]
 
@@ -104,6 +118,22 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def rss_mib(pid: int) -> float:
+    """A process's resident memory."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def scrape(server: ServerProcess) -> dict[tuple[str, frozenset], float]:
+    """Every sample on the server's metrics port: (name, labels) -> value."""
+    reply = httpx.get(f"http://{server.metrics}/metrics", timeout=10)
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(reply.text) for sample in family.samples}
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> None:
@@ -185,6 +215,21 @@ def server(make_server) -> ServerProcess:
 def client(server: ServerProcess):
     with server.client() as memory:
         yield memory
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory):
+    """One server for a module's tests that change nothing but sessions of their own (each names its own)."""
+    server = ServerProcess(tmp_path_factory.mktemp("shared") / "data").start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.kill()
+
+
+def stored_sessions(server: ServerProcess) -> set[str]:
+    """The session directories on the server's disk."""
+    root = server.data_dir / "sessions"
+    return {path.name for path in root.iterdir()} if root.exists() else set()
 
 
 def talk(sessions: Sessions, session_id: str, pairs: int, size: int = 20) -> None:

@@ -29,7 +29,8 @@ def label(message: Any, field: str) -> str:
 PYTHON_CALLS: dict[str, Callable[[Client, Any], Any]] = {
     "Append": lambda c, r: c.append(
         r.session_id, [{"role": label(m, "role"), "content": m.content, "sender": m.sender,
-                        "send_at_unix_nano": m.send_at_unix_nano} for m in r.messages],
+                        "send_at_unix_nano": m.send_at_unix_nano, "payload_json": m.payload_json}
+                       for m in r.messages],
         idempotency_key=r.idempotency_key),
     "GetContext": lambda c, r: c.get_context(r.session_id, request_text=r.request_text),
     "Search": lambda c, r: c.search(
@@ -41,6 +42,12 @@ PYTHON_CALLS: dict[str, Callable[[Client, Any], Any]] = {
     "GetSummary": lambda c, r: c.get_summary(r.session_id),
     "Reset": lambda c, r: c.reset(r.session_id, label(r, "mode")),
     "RemoveSession": lambda c, r: c.remove_session(r.session_id),
+    "ListMessages": lambda c, r: c.list_messages(r.session_id, page_size=r.page_size, page_token=r.page_token,
+                                                 newest_first=r.newest_first),
+    "DeleteMessages": lambda c, r: c.delete_messages(r.session_id, list(r.ids), last=r.last),
+    "FitContext": lambda c, r: c.fit_context(
+        r.session_id, r.vendor, r.model, list(r.messages), overflow=r.overflow, previous_model=r.previous_model,
+        context_window=r.context_window, reserved_tokens=r.reserved_tokens),
     "GetServerInfo": lambda c, r: c.get_server_info(r.session_id),
 }
 

@@ -84,3 +84,27 @@ def test_reference_layout_is_adopted_and_renumbered(tmp_path: Path):
 
 def test_missing_file_is_empty(tmp_path: Path):
     assert history.load(tmp_path / "history.json").records == []
+
+
+def test_ids_out_of_order_are_sorted_never_renumbered_and_the_original_is_kept(tmp_path: Path):
+    path = tmp_path / "history.json"
+    history.rewrite(path, records(6, start=40))
+    lines = path.read_bytes().split(b"\n")
+    lines[2], lines[4] = lines[4], lines[2]
+    path.write_bytes(b"\n".join(lines))
+    loaded = history.load(path)
+    assert [r.id for r in loaded.records] == [40, 41, 42, 43, 44, 45] and loaded.records == records(6, start=40)
+    assert len(list(tmp_path.glob("history.json.damaged-*"))) == 1
+    assert history.load(path).records == loaded.records  # repaired on disk
+
+
+def test_a_repeated_id_keeps_both_messages_and_takes_a_new_id_above_the_rest(tmp_path: Path):
+    path = tmp_path / "history.json"
+    first, second, third = records(3, start=7)
+    clash = msgspec.structs.replace(third, id=8, content="another message with id 8")
+    path.write_bytes(history.render([first, second, third]).replace(b"]\n", b",") +
+                     history.encode_line([clash, second], first=True) + b"]\n")
+    loaded = history.load(path)
+    assert [(r.id, r.content) for r in loaded.records] == [
+        (7, first.content), (8, second.content), (9, third.content), (10, "another message with id 8")]
+    assert len(list(tmp_path.glob("history.json.damaged-*"))) == 1

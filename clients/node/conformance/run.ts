@@ -8,8 +8,10 @@
 import { readFileSync } from "node:fs";
 import { type DescMessage, fromJson, type JsonValue, type MessageShape, toJson } from "@bufbuild/protobuf";
 import {
-  AppendRequestSchema, AppendResponseSchema, CompactRequestSchema, CompactResponseSchema, GetContextRequestSchema,
-  GetContextResponseSchema, GetServerInfoRequestSchema, GetServerInfoResponseSchema, GetSummaryRequestSchema, GetSummaryResponseSchema, MemsvcClient, MemsvcError,
+  AppendRequestSchema, AppendResponseSchema, CompactRequestSchema, CompactResponseSchema, DeleteMessagesRequestSchema,
+  DeleteMessagesResponseSchema, FitContextRequestSchema, FitContextResponseSchema, GetContextRequestSchema,
+  GetContextResponseSchema, GetServerInfoRequestSchema, GetServerInfoResponseSchema, GetSummaryRequestSchema,
+  GetSummaryResponseSchema, ListMessagesRequestSchema, ListMessagesResponseSchema, MemsvcClient, MemsvcError,
   RemoveSessionRequestSchema, RemoveSessionResponseSchema, ResetRequestSchema, ResetResponseSchema,
   SearchRequestSchema, SearchResponseSchema, SummarizeRequestSchema, SummarizeResponseSchema,
 } from "../src/index.js";
@@ -44,6 +46,14 @@ const RUNNERS: Record<string, Runner> = {
     (client, r) => client.removeSession(r.sessionId)),
   GetServerInfo: rpc(GetServerInfoRequestSchema, GetServerInfoResponseSchema,
     (client, r) => client.getServerInfo(r.sessionId)),
+  ListMessages: rpc(ListMessagesRequestSchema, ListMessagesResponseSchema, (client, r) => client.listMessages(
+    r.sessionId, { pageSize: r.pageSize, pageToken: r.pageToken, newestFirst: r.newestFirst })),
+  DeleteMessages: rpc(DeleteMessagesRequestSchema, DeleteMessagesResponseSchema,
+    (client, r) => client.deleteMessages(r.sessionId, { ids: r.ids, last: r.last })),
+  FitContext: rpc(FitContextRequestSchema, FitContextResponseSchema, (client, r) => {
+    const { sessionId, vendor, model, messages, $typeName: _, ...options } = r;
+    return client.fitContext(sessionId, vendor, model, messages, options);
+  }),
 };
 
 async function main(): Promise<void> {

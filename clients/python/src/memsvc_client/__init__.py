@@ -8,7 +8,7 @@ from importlib.metadata import version
 
 from memsvc_client.aio import AsyncClient
 from memsvc_client.client import Client
-from memsvc_client.connection import DEFAULT_TIMEOUT, MessageLike
+from memsvc_client.connection import DEFAULT_TIMEOUT, FIT_TIMEOUT, ChatMessage, MessageLike
 from memsvc_client.errors import (
     AbortedError,
     AlreadyExistsError,
@@ -34,10 +34,13 @@ from memsvc_client.results import (
     CurrentDiscussion,
     Deleted,
     DeleteErrorResponse,
+    DeleteMessagesResponse,
     ErrorRecord,
     ExportedMessage,
     ExportEnd,
     ExportSessionResponse,
+    FitContextResponse,
+    FitStageReport,
     GetContextResponse,
     GetServerInfoResponse,
     GetSummaryResponse,
@@ -45,6 +48,7 @@ from memsvc_client.results import (
     ImportSessionResponse,
     ListErrorsResponse,
     ListHeldSessionsResponse,
+    ListMessagesResponse,
     ListSessionsResponse,
     LookupErrorsResponse,
     Message,
@@ -71,15 +75,16 @@ __version__ = version("memsvc-client")
 """The contract version (proto/VERSION) this client speaks."""
 
 __all__ = [
-    "DEFAULT_RETRY", "DEFAULT_TIMEOUT", "SESSION_METADATA", "AbortedError", "AlreadyExistsError", "AppendResponse",
-    "AsyncClient", "CallCancelledError", "Client", "CompactResponse", "CurrentDiscussion", "DataLossError",
-    "DeadlineExceededError", "DeleteErrorResponse", "Deleted", "ErrorRecord", "ExportEnd", "ExportSessionResponse",
-    "ExportedMessage", "FailedPreconditionError", "GetContextResponse", "GetServerInfoResponse",
-    "GetSummaryResponse", "HoldSessionResponse", "ImportSessionResponse", "InternalError", "InvalidArgumentError",
-    "ListErrorsResponse", "ListHeldSessionsResponse", "ListSessionsResponse", "LookupErrorsResponse", "MemsvcError",
+    "DEFAULT_RETRY", "DEFAULT_TIMEOUT", "FIT_TIMEOUT", "SESSION_METADATA", "AbortedError", "AlreadyExistsError",
+    "AppendResponse", "AsyncClient", "CallCancelledError", "ChatMessage", "Client", "CompactResponse",
+    "CurrentDiscussion", "DataLossError", "DeadlineExceededError", "DeleteErrorResponse", "DeleteMessagesResponse",
+    "Deleted", "ErrorRecord", "ExportEnd", "ExportSessionResponse", "ExportedMessage", "FailedPreconditionError",
+    "FitContextResponse", "FitStageReport", "GetContextResponse", "GetServerInfoResponse", "GetSummaryResponse",
+    "HoldSessionResponse", "ImportSessionResponse", "InternalError", "InvalidArgumentError", "ListErrorsResponse",
+    "ListHeldSessionsResponse", "ListMessagesResponse", "ListSessionsResponse", "LookupErrorsResponse", "MemsvcError",
     "Message", "MessageLike", "NotFoundError", "OutOfRangeError", "PastDiscussion", "PauseSessionCreationResponse",
-    "PermissionDeniedError", "RecordErrorResponse", "ReleaseSessionResponse", "RemoveSessionResponse",
-    "ResetResponse", "ResourceExhaustedError", "RetryPolicy", "SearchErrorsResponse", "SearchHit", "SearchResponse",
-    "SessionHead", "SessionInfo", "SummarizeResponse", "Summary", "SummaryCursor", "UnauthenticatedError",
-    "UnavailableError", "UnimplementedError", "UnknownError", "UpdateErrorActionResponse", "__version__",
+    "PermissionDeniedError", "RecordErrorResponse", "ReleaseSessionResponse", "RemoveSessionResponse", "ResetResponse",
+    "ResourceExhaustedError", "RetryPolicy", "SearchErrorsResponse", "SearchHit", "SearchResponse", "SessionHead",
+    "SessionInfo", "SummarizeResponse", "Summary", "SummaryCursor", "UnauthenticatedError", "UnavailableError",
+    "UnimplementedError", "UnknownError", "UpdateErrorActionResponse", "__version__",
 ]
