@@ -87,7 +87,7 @@ class App:
         importer = Importer(settings, moves, self.archive)
         importer.recover()
         self.transfers = Transfers(
-            self.sessions, moves, self.archive,
+            self.sessions, self.lifecycle, moves, self.archive,
             Exporter(self.sessions, moves, self.archive, exclusive=[self.summarizer.guard],
                      shard_name=settings.shard_name),
             importer, exclusive=[self.summarizer.guard])

@@ -159,7 +159,8 @@ def _proto_part(part: Part) -> dict[str, Any]:
 def _domain_part(request: pb.ImportSessionRequest) -> Part:
     part = Part(records=[Record(id=item.message.id, role=convert.ROLE_NAMES.get(item.message.role, ""),
                                 content=item.message.content, send_at=item.message.send_at_unix_nano,
-                                sender=item.message.sender, idempotency_key=item.idempotency_key)
+                                sender=item.message.sender, idempotency_key=item.idempotency_key,
+                                payload=item.message.payload_json)
                          for item in request.messages])
     if request.HasField("head"):
         head = request.head

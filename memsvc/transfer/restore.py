@@ -1,8 +1,9 @@
 """Importing an exported session whole, or not at all.
 
 Owns the checks on what arrives (a head first, ids increasing below the
-head's next id, valid roles and sizes, an end whose totals match what was
-received), writing the session into its staging directory as it streams in
+head's next id, each message valid as an Append would take it: roles,
+content, sizes, sender, time, payload JSON; an end whose totals match what
+was received), writing the session into its staging directory as it streams in
 (history.json from the recent messages, summary.json, the cursor, the next
 id) while every message goes to the archive, and the order that makes it
 all-or-nothing: the staging directory exists before the first archive row,
@@ -24,11 +25,12 @@ from memsvc.core import durable
 from memsvc.core.config import Settings
 from memsvc.core.errors import AlreadyExists, InvalidArgument, storage_error
 from memsvc.core.ids import check_session_id
-from memsvc.core.records import ROLES, Record
+from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.summary.cursor import CURSOR_FILE, write_cursor
 from memsvc.transfer.parts import Digest, End, Head, Part
 from memsvc.window.derived import ArchiveOfRecord
+from memsvc.window.incoming import check_idempotency_key, check_message
 from memsvc.window.moves import Moves, Staging
 
 log = logging.getLogger(__name__)
@@ -115,21 +117,14 @@ class Importer:
         return digest.end()
 
     def _check(self, head: Head, records: list[Record], last_id: int) -> None:
+        """Each message as an Append would check it, ids increasing below the head's next id."""
         for record in records:
             where = f"message {record.id} of session {head.session_id!r}"
             if not last_id < record.id < head.next_id:
                 raise InvalidArgument(f"{where} is out of order: ids must increase, each below next_id "
                                       f"{head.next_id}", reason="IMPORT_OUT_OF_ORDER")
-            if record.role not in ROLES:
-                raise InvalidArgument(f"{where} has role {record.role!r}; one of {', '.join(ROLES)}",
-                                      reason="INVALID_ROLE")
-            size = len(record.content.encode("utf-8", "surrogatepass"))
-            if size > self.settings.max_message_bytes:
-                raise InvalidArgument(f"{where} is {size} bytes; this server takes at most "
-                                      f"{self.settings.max_message_bytes} (max_message_bytes)",
-                                      reason="MESSAGE_TOO_LARGE")
-            if record.send_at < 0:
-                raise InvalidArgument(f"{where} has a negative send time", reason="INVALID_TIME")
+            check_message(record, where, self.settings)
+            check_idempotency_key(record.idempotency_key)
             last_id = record.id
 
     def _check_end(self, head: Head, part: Part, digest: Digest, recent: int, stream: Iterator[Part]) -> None:

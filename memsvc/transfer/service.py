@@ -1,7 +1,8 @@
 """What a shard does about the sessions it stores: say where one is, export, import, hold and release them.
 
-Owns the order of a hold (a summary run in flight on the session finishes
-first, then the session's writers, then the hold is recorded) and of a
+Owns the order of a hold (an interrupted Reset, removal or deletion of the
+session is completed first, and so before an export; a summary run in
+flight on the session finishes next, then the session's writers, then the hold is recorded) and of a
 release with drop (the derived stores are cleared, then the files, and the
 hold ends last, so a crash half way leaves a held session that the next
 release finishes), and the pause of session creation. Must never choose
@@ -20,7 +21,7 @@ from memsvc.transfer.export import Exporter, holding
 from memsvc.transfer.parts import Part
 from memsvc.transfer.restore import Imported, Importer
 from memsvc.window.derived import ArchiveOfRecord
-from memsvc.window.lifecycle import Deleted, SessionHold
+from memsvc.window.lifecycle import Deleted, Lifecycle, SessionHold
 from memsvc.window.moves import Moves
 from memsvc.window.sessions import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Sessions
 
@@ -39,9 +40,10 @@ class Transfers:
     """`exclusive` are held by a hold and a drop, so other writers of a session's files (the
     summarizer) finish first."""
 
-    def __init__(self, sessions: Sessions, moves: Moves, archive: ArchiveOfRecord, exporter: Exporter,
-                 importer: Importer, *, exclusive: Sequence[SessionHold] = ()):
+    def __init__(self, sessions: Sessions, lifecycle: Lifecycle, moves: Moves, archive: ArchiveOfRecord,
+                 exporter: Exporter, importer: Importer, *, exclusive: Sequence[SessionHold] = ()):
         self.sessions = sessions
+        self.lifecycle = lifecycle
         self.moves = moves
         self.archive = archive
         self.exporter = exporter
@@ -52,13 +54,18 @@ class Transfers:
         return Placement(self.moves.stores(session_id), self.moves.holds.held(session_id))
 
     def export(self, session_id: str, page_size: int = 0) -> Generator[Part, None, None]:
-        return self.exporter.export(session_id, page_size)
+        """The session's parts; a Reset, removal or deletion a crash interrupted is completed first
+        (on the generator's first step, so off the caller's event loop)."""
+        self.lifecycle.finish_interrupted(check_session_id(session_id))
+        yield from self.exporter.export(session_id, page_size)
 
     def restore(self, parts: Iterable[Part]) -> Imported:
         return self.importer.restore(parts)
 
     def hold(self, session_id: str) -> bool:
-        """Hold the session still; returns whether it is stored here."""
+        """Hold the session still, once an interrupted Reset, removal or deletion of it is completed;
+        returns whether it is stored here."""
+        self.lifecycle.finish_interrupted(check_session_id(session_id))
         with holding(self.exclusive, session_id):
             return self.moves.hold(session_id)
 

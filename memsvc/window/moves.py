@@ -46,6 +46,7 @@ class Moves:
         if not self.holds.held(check_session_id(session_id)):
             raise FailedPrecondition(f"session {session_id!r} is not held: hold it first (HoldSession)",
                                      reason="SESSION_NOT_HELD")
+        self.sessions.refuse_interrupted(session_id)  # its files are half way through a Reset or deletion
         return Session(session_id, self.sessions.root / session_id)
 
     def drop(self, session_id: str) -> tuple[int, bool]:

@@ -179,11 +179,16 @@ class Sessions:
     def exists(self, session_id: str) -> bool:
         return self.directory(session_id).is_dir()
 
-    def _get(self, session_id: str, resuming: bool = False) -> Session:
+    def refuse_interrupted(self, session_id: str) -> None:
+        """UNAVAILABLE while the session's interrupted Reset, removal or deletion is not completed."""
         interrupted = self.intents.interrupted(session_id)
-        if interrupted is not None and not resuming:
+        if interrupted is not None:
             raise Unavailable(f"an interrupted {interrupted.action.replace('_', ' ')} of session {session_id!r} is "
                               "being completed; retry shortly", reason="SESSION_BEING_CLEARED")
+
+    def _get(self, session_id: str, resuming: bool = False) -> Session:
+        if not resuming:
+            self.refuse_interrupted(session_id)
         with self._registry:
             session = self._open.get(session_id)
             if session is not None:
@@ -532,6 +537,8 @@ class Sessions:
         """Give an imported session, written complete in `staged`, its place in one rename, counted
         against max_sessions."""
         target = self.root / check_session_id(session_id)
+        # A barrier first: no frame of an earlier session of this id is ever replayed into the imported file.
+        self.journal.settle(f"{session_id}/{history.NAME}")
         with self._registry:
             if target.exists():
                 raise AlreadyExists(f"session {session_id!r} is already stored here: remove it first to import it "

@@ -143,3 +143,43 @@ def test_an_import_a_kill_interrupts_is_undone_at_the_next_start(make_server, tm
         client.remove_session("big")
         assert client.import_session(parts).messages == 12_000
         assert client.search("big", "question 5999", match="keyword").hits
+
+
+AGENT_TURN = [
+    {"role": "system", "content": "You are the billing agent.", "send_at_unix_nano": 1_735_732_800_000_000_001},
+    {"role": "user", "content": "what does invoice 7 say?", "sender": "ada"},
+    {"role": "assistant", "content": "looking it up",
+     "payload_json": '{"tool_calls": [{"id": "c1", "function": {"name": "invoice", "arguments": "{\\"n\\": 7}"}}]}'},
+    {"role": "tool", "content": "invoice 7: 120 EUR", "payload_json": '{"tool_call_id": "c1"}'},
+    {"role": "assistant", "content": "it says 120 EUR", "payload_json": '{"x": [1, 2.5e3, null, "\u00e9"]}'},
+]
+
+
+def listed(client, session: str) -> list[tuple[int, str, str, str, int, str]]:
+    messages = client.list_messages(session, page_size=1000).messages
+    return [(m.id, m.role, m.content, m.sender, m.send_at_unix_nano, m.payload_json) for m in messages]
+
+
+def test_an_imported_session_is_exact_and_survives_a_kill_the_next_instant(make_server, tmp_path) -> None:
+    """System and tool messages with payloads, archived and recent, some deleted, cross the wire
+    exactly; the import is on disk when ImportSession returns, as an acknowledged Append is."""
+    source = make_server("--max-history-messages", "2", directory=tmp_path / "source")
+    target = make_server(directory=tmp_path / "target")
+    with source.client() as one, target.client() as two:
+        one.append("s", AGENT_TURN, idempotency_key="turn-1")
+        one.append("s", AGENT_TURN, idempotency_key="turn-2")
+        one.compact("s")
+        one.delete_messages("s", [2, 4])
+        one.delete_messages("s", last=1)
+        before = listed(one, "s")
+        assert [row[0] for row in before] == [1, 3, 5, 6, 7, 8, 9]
+        assert {row[1] for row in before} == {"system", "user", "assistant", "tool"}
+        two.append("s", [("user", "an earlier session called s")])  # its frames are in the target's journal
+        two.remove_session("s")
+        assert two.import_session(one.export_session("s", page_size=2)).messages == 7
+    target.kill()
+    target.start()
+    with target.client() as two:
+        assert listed(two, "s") == before, "deleted messages stay deleted; payloads and roles as they were"
+        assert two.append("s", [("user", "and invoice 8?")]).messages[0].id == 11, "ids go on above the floor"
+        assert two.append("s", AGENT_TURN[:1], idempotency_key="turn-2").messages[0].id == 6, "a retry is recognized"

@@ -20,6 +20,7 @@ from memsvc.summary import rolling
 from memsvc.summary.cursor import CURSOR_FILE, read_cursor, write_cursor
 from memsvc.transfer.parts import End, Part
 from memsvc.transfer.service import Placement
+from memsvc.window.intents import Intent
 from memsvc.window.sessions import NewMessage
 
 T0 = 1_735_732_800_000_000_000
@@ -90,6 +91,83 @@ def test_an_exported_session_imports_as_the_same_session(shards: tuple[App, App]
     assert again.replayed and [r.id for r in again.records] == [15, 16], "a retried Append is recognized"
     later = second.sessions.append("s", [NewMessage(role="user", content="next")])
     assert later.records[0].id == 17
+
+
+FRAMEWORK = [
+    NewMessage(role="system", content="You are the billing agent.", send_at=T0 + 1),
+    NewMessage(role="user", content="what does invoice 7 say?", sender="ada", send_at=T0 + 2),
+    NewMessage(role="assistant", content="looking it up", send_at=T0 + 3,
+               payload='{"tool_calls": [{"id": "c1", "function": {"name": "invoice", "arguments": "{\\"n\\": 7}"}}]}'),
+    NewMessage(role="tool", content="invoice 7: 120 EUR", send_at=T0 + 4, payload='{"tool_call_id": "c1"}'),
+    NewMessage(role="assistant", content="it says 120 EUR", send_at=T0 + 5, payload='{"x": [1, 2.5e3, null, "é"]}'),
+]
+
+
+def every_message(app: App, session: str) -> list[tuple[int, str, str, str, int, str]]:
+    """What ListMessages shows of a session, archive and history.json, oldest first."""
+    records, token = [], ""
+    while True:
+        page = app.transcript.page(session, 2, token)
+        records += page.records
+        if not (token := page.next_token):
+            return [(r.id, r.role, r.content, r.sender, r.send_at, r.payload) for r in records]
+
+
+def test_roles_payloads_and_deletions_travel_exactly(shards: tuple[App, App]) -> None:
+    first, second = shards
+    first.sessions.append("s", FRAMEWORK, idempotency_key="turn-1")
+    first.sessions.append("s", FRAMEWORK, idempotency_key="turn-2")
+    assert first.lifecycle.compact("s").removed == 5, "the first turn is archived"
+    first.lifecycle.delete_messages("s", ids=[2, 4])  # one archived message of each role with a payload
+    first.lifecycle.delete_messages("s", last=1)  # the newest: the id floor must outlive it
+    before = every_message(first, "s")
+    assert [row[0] for row in before] == [1, 3, 5, 6, 7, 8, 9]
+    parts = list(first.transfers.export("s", page_size=2))
+    head = parts[0].head
+    assert head is not None and (head.next_id, head.first_recent_id, head.recent_messages) == (11, 6, 4)
+    exported = [record for part in parts for record in part.records]
+    assert [r.id for r in exported] == [1, 3, 5, 6, 7, 8, 9], "deleted messages stay deleted"
+    assert {r.role for r in exported} == {"system", "user", "assistant", "tool"}
+    assert exported[2].idempotency_key == "" and exported[-1].idempotency_key == "turn-2", \
+        "the keys history.json keeps (the archive keeps none)"
+
+    second.transfers.restore(iter(parts))
+    assert every_message(second, "s") == before
+    assert [r.payload for r in second.sessions.window("s")] == [FRAMEWORK[2].payload, FRAMEWORK[3].payload]
+    assert without_provenance(list(second.transfers.export("s", page_size=2))) == without_provenance(parts)
+    hits = second.searcher.search(Query(session_id="s", text="invoice", match="keyword", limit=32)).hits
+    assert sorted(hit.record.id for hit in hits) == [7, 9], "what was deleted is not found either"
+    assert second.sessions.append("s", [NewMessage(role="user", content="and invoice 8?")]).records[0].id == 11
+
+
+def test_an_export_completes_an_interrupted_deletion_first(shards: tuple[App, App]) -> None:
+    first, _ = shards
+    talk(first, "s", 4)
+    intent = Intent("s", "delete", 9, (2, 3))
+    first.sessions.intents.begin(intent)  # as a DeleteMessages leaves it when a store failed half way
+    first.sessions.intents.failed(intent)
+    with pytest.raises(Unavailable) as refused:
+        first.sessions.window("s")
+    assert refused.value.reason == "SESSION_BEING_CLEARED"
+    exported = [record.id for part in first.transfers.export("s") for record in part.records]
+    assert exported == [1, 4, 5, 6, 7, 8], "the deletion was completed, then exported"
+    assert first.sessions.intents.interrupted("s") is None and [r.id for r in first.sessions.window("s")] == [7, 8]
+
+
+def test_a_deletion_of_archived_messages_during_an_export_fails_it_before_its_end(shards: tuple[App, App]) -> None:
+    first, second = shards
+    talk(first, "s", 10)
+    first.lifecycle.compact("s")
+    export = first.transfers.export("s", page_size=2)
+    assert [record.id for record in next(export).records + next(export).records] == [1, 2]
+    first.lifecycle.delete_messages("s", ids=[1, 5])  # the export's lock on the session ended with its snapshot
+    with pytest.raises(Unavailable) as refused:
+        list(export)
+    assert refused.value.reason == "SESSION_CHANGED"
+    with pytest.raises(InvalidArgument) as incomplete:  # what was streamed never makes a session
+        second.transfers.restore(iter([*first.transfers.export("s")][:-1]))
+    assert incomplete.value.reason == "IMPORT_INCOMPLETE"
+    assert second.transfers.restore(first.transfers.export("s")).end.messages == 18
 
 
 def test_an_export_streams_in_pages_and_never_holds_the_session_whole(tmp_path: Path) -> None:
