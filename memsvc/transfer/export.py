@@ -27,7 +27,8 @@ from memsvc.transfer.parts import Digest, Head, Part, page_size, pages
 from memsvc.window.derived import ArchiveOfRecord
 from memsvc.window.lifecycle import SessionHold
 from memsvc.window.moves import Moves
-from memsvc.window.sessions import Session, Sessions
+from memsvc.window.session import Session
+from memsvc.window.sessions import Sessions
 
 
 class Exporter:

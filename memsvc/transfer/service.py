@@ -22,8 +22,9 @@ from memsvc.transfer.parts import Part
 from memsvc.transfer.restore import Imported, Importer
 from memsvc.window.derived import ArchiveOfRecord
 from memsvc.window.lifecycle import Deleted, Lifecycle, SessionHold
+from memsvc.window.listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from memsvc.window.moves import Moves
-from memsvc.window.sessions import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Sessions
+from memsvc.window.sessions import Sessions
 
 
 class Placement(msgspec.Struct):

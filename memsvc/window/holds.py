@@ -6,7 +6,7 @@ never forgets one), the transient holds of imports in progress (in memory:
 a crash ends the import anyway), the set every call about a session is
 checked against (UNAVAILABLE `SESSION_MOVING`), and the pause of session
 creation, which lapses by itself so a tool that dies cannot leave it on.
-Must never decide when a session moves or wait for its writers: sessions.py
+Must never decide when a session moves or wait for its writers: moves.py
 takes the hold under the session's lock, the transfer package decides.
 """
 

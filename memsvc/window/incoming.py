@@ -2,7 +2,7 @@
 
 Owns the shape of a message to store and its limits (roles, visible content,
 sizes, sender, time, payload, idempotency key), which an imported message
-passes too. Must never store anything: sessions.py does, once these checks
+passes too. Must never store anything: appending.py does, once these checks
 pass.
 """
 

@@ -5,7 +5,7 @@ the open copy leaves memory, so a held session is only ever read from disk),
 the rule that only a held session is read or dropped by a move, and
 `sessions/.importing-<id>/`, where an imported session is written complete
 (history.json and the id floor here; the summary tier's files by their
-owner) before sessions.py gives it its place in one rename. Must never touch the
+owner) before registry.py gives it its place in one rename. Must never touch the
 derived stores or decide what moves: the transfer package does.
 """
 
@@ -18,7 +18,8 @@ from memsvc.core.errors import FailedPrecondition, storage_error
 from memsvc.core.ids import check_session_id, is_session_id
 from memsvc.core.records import Record
 from memsvc.window import history
-from memsvc.window.sessions import Session, Sessions
+from memsvc.window.session import Session
+from memsvc.window.sessions import Sessions
 
 STAGING_PREFIX = ".importing-"
 
