@@ -4,6 +4,7 @@ session exported and imported through the streams, and parts that fail to be rea
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +21,15 @@ def failing_after(parts: list[ExportSessionResponse], count: int) -> Iterator[Ex
     raise Unreadable("the parts could not be read any further")
 
 
+def let_go(client: Client, session: str) -> None:
+    """Wait (at most 10 s) until the server has undone an import its client ended: until then the id
+    is held for it (UNAVAILABLE `SESSION_MOVING` to a new import)."""
+    deadline = time.monotonic() + 10
+    while client.get_server_info(session).session_held:
+        assert time.monotonic() < deadline, "the ended import still holds the session"
+        time.sleep(0.02)
+
+
 def test_the_blocking_client_exports_imports_and_says_who_answered(make_server, tmp_path) -> None:
     source = make_server("--shard-name", "source")
     target = make_server(directory=tmp_path / "target")
@@ -32,6 +42,7 @@ def test_the_blocking_client_exports_imports_and_says_who_answered(make_server, 
         assert parts[0].head.session_id == "s" and parts[-1].end.messages == 2
         with pytest.raises(Unreadable):
             two.import_session(failing_after(parts, 2))  # the caller's error, and the call ended
+        let_go(two, "s")
         assert not two.list_sessions().sessions
         assert two.import_session(parts).sha256 == parts[-1].end.sha256
         assert two.append("s", [("user", "hello")], idempotency_key="k").replayed
@@ -51,6 +62,8 @@ def test_the_asyncio_client_does_the_same(make_server, tmp_path) -> None:
             parts = [part async for part in one.export_session("s")]
             with pytest.raises(Unreadable):
                 await two.import_session(failing_after(parts, 1))
+            with Client(target.tcp) as probe:
+                await asyncio.to_thread(let_go, probe, "s")
             assert not (await two.list_sessions()).sessions
             imported = await two.import_session(parts)
             assert imported.messages == 2 and (await two.get_server_info("s")).session_stored

@@ -178,6 +178,9 @@ def test_an_export_streams_in_pages_and_never_holds_the_session_whole(tmp_path: 
                                                     content=f"{batch}-{n} " + "y" * 1000) for n in range(1000)])
         app.lifecycle.compact("long")
         app.archive.flush()
+        deadline = time.monotonic() + 120
+        while not app.vectors.ready("long") and time.monotonic() < deadline:  # its embedding is not the export's
+            time.sleep(0.1)
         tracemalloc.start()
         count, largest = 0, 0
         for part in app.transfers.export("long"):
