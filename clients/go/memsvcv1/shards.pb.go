@@ -515,7 +515,8 @@ type ExportedMessage struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The message with its id, role, content, sender and send time.
+	// The message with its id, role (system and tool included), content,
+	// sender, send time and payload_json.
 	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// The idempotency key of the Append that stored it, kept for messages
 	// still in history.json so a retried Append is still recognized after a

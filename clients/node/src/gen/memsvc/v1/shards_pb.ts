@@ -302,7 +302,8 @@ export const SummaryCursorSchema: GenMessage<SummaryCursor> = /*@__PURE__*/
  */
 export type ExportedMessage = Message<"memsvc.v1.ExportedMessage"> & {
   /**
-   * The message with its id, role, content, sender and send time.
+   * The message with its id, role (system and tool included), content,
+   * sender, send time and payload_json.
    *
    * @generated from field: memsvc.v1.Message message = 1;
    */
@@ -675,8 +676,12 @@ export const ShardService: GenService<{
    * every message with its id, time and idempotency key in id order, the
    * archived ones first, a page per response, and last the totals an
    * importer checks (end). It is the session as it was when the call
-   * began: messages appended meanwhile are left out, and a Reset or
-   * RemoveSession of the session waits for the export to end. The server's
+   * began: messages appended meanwhile are left out, messages deleted
+   * before it began are absent, and a Reset or RemoveSession of the
+   * session waits for the export to end. A DeleteMessages of archived
+   * messages during the stream ends it with UNAVAILABLE SESSION_CHANGED
+   * before its end part (export again); a Reset, RemoveSession or
+   * DeleteMessages a crash interrupted is completed first. The server's
    * memory stays bounded by the page size however long the session is. A
    * held session can be exported (that is how it moves). Not retried by
    * clients: a broken stream is exported again from the start.
