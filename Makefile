@@ -93,6 +93,10 @@ node-test: install node-install ## build the Node client and run its tests again
 postgres-server: ## install Debian's PostgreSQL server (as root, if missing) for error memory's tests and benchmark
 	scripts/install-postgresql.sh
 
+haproxy: ## install Debian's HAProxy and nginx (as root, if missing) for the sharding tests and benchmark
+	scripts/install-haproxy.sh
+	scripts/install-nginx.sh
+
 go-tools: ## install Go, grpc-go and protoc's Go plugins from Debian, if missing (as root)
 	scripts/install-go-toolchain.sh
 
@@ -107,8 +111,8 @@ go-test: install go-build ## run the Go client's tests against a real server
 serve: install ## start the server on its embedded defaults (ARGS="--listen unix:///tmp/memsvc.sock" to add flags)
 	$(BIN)/memsvc serve $(ARGS)
 
-test: install local-model postgres-server node-test go-test chromium ## run every test against real servers: Python, Node, Go, the conformance scenario, PostgreSQL and the dashboard in Chromium
-	MEMSVC_REQUIRE_CLIENTS="node go" MEMSVC_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -q $(ARGS)
+test: install local-model postgres-server haproxy node-test go-test chromium ## run every test against real servers: Python, Node, Go, the conformance scenario, PostgreSQL, shards behind HAProxy and nginx, the dashboard in Chromium
+	MEMSVC_REQUIRE_CLIENTS="node go" MEMSVC_REQUIRE_POSTGRES=1 MEMSVC_REQUIRE_HAPROXY=1 MEMSVC_REQUIRE_NGINX=1 $(BIN)/python -m pytest -q $(ARGS)
 
 test-crash: install ## the long seeded kill -9 loop (ARGS="--iterations 300 --seed 1"), reports iterations and findings
 	$(BIN)/python -m tests.reliability.crashloop $(ARGS)
@@ -122,13 +126,21 @@ lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the 
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: install postgres-server ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
+bench: install postgres-server haproxy ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 	$(BIN)/python benchmarks/archive.py
 	$(BIN)/python benchmarks/archive_format.py
 	$(BIN)/python benchmarks/client.py
 	$(BIN)/python benchmarks/lessons.py
+	$(BIN)/python benchmarks/proxy.py
+	$(BIN)/python benchmarks/transfer.py
 	$(BIN)/python benchmarks/fit.py
+
+bench-proxy: install haproxy ## Append through the sharding proxy (HAProxy, three shards) vs straight to the shard, ~1 min
+	$(BIN)/python benchmarks/proxy.py $(ARGS)
+
+bench-transfer: install ## export and import of a 100,000-message session between two servers: time and memory, ~5 min
+	$(BIN)/python benchmarks/transfer.py $(ARGS)
 
 bench-lessons: install postgres-server ## lesson lookup p50/p99 on PostgreSQL vs SQLite, through the server, ~1 min
 	$(BIN)/python benchmarks/lessons.py $(ARGS)
@@ -145,4 +157,4 @@ bench-archive: install ## keyword search over 1,000,000 archived messages vs SQL
 bench-revisions: install ## the same calls against two revisions side by side, with a twin for noise: ARGS="REV1 REV2", ~3 min
 	$(BIN)/python benchmarks/revisions.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-vectors bench-revisions dashboard chromium
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server haproxy go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-proxy bench-transfer bench-vectors bench-revisions dashboard chromium

@@ -18,6 +18,7 @@ import msgspec
 from memsvc.archive.index import Archive
 from memsvc.core import durable
 from memsvc.core.config import Settings
+from memsvc.core.identity import data_dir_id
 from memsvc.core.secrets import read_secret
 from memsvc.core.units import seconds_to_nanos
 from memsvc.fit import refresh
@@ -34,9 +35,13 @@ from memsvc.summary import llm
 from memsvc.summary.context import Contexts
 from memsvc.summary.decisions import Judge
 from memsvc.summary.summarizer import Summarizer
+from memsvc.transfer.export import Exporter
+from memsvc.transfer.restore import Importer
+from memsvc.transfer.service import Transfers
 from memsvc.vectors import embedders
 from memsvc.vectors.store import Tuning, VectorStore
 from memsvc.window.lifecycle import CompactionQueue, Lifecycle
+from memsvc.window.moves import Moves
 from memsvc.window.sessions import Sessions
 from memsvc.window.transcript import Transcript
 
@@ -50,6 +55,8 @@ class Problem(msgspec.Struct, frozen=True):
 class App:
     def __init__(self, settings: Settings):
         self.settings = settings
+        self.started_at = time.time_ns()
+        self.data_dir_id = data_dir_id(Path(settings.data_dir))
         # Settings that can be wrong (LLM endpoint, embedder, cron) are checked before any thread starts.
         summary_model, decision_model = self.models = llm.models(settings)
         self.judge = Judge(decision_model, settings) if decision_model else None
@@ -75,6 +82,15 @@ class App:
         self.summarizer = Summarizer(settings, self.sessions, self.transcript.messages_after, summary_model, self.judge)
         self.lifecycle = Lifecycle(self.sessions, self.archive, compactions, exclusive=[self.summarizer.guard])
         self.contexts = Contexts(self.sessions, self.judge, cached_sessions=settings.max_open_sessions)
+        # Exports, holds and drops wait for a summary run on the session, as Reset does.
+        moves = Moves(self.sessions)
+        importer = Importer(settings, moves, self.archive)
+        importer.recover()
+        self.transfers = Transfers(
+            self.sessions, self.lifecycle, moves, self.archive,
+            Exporter(self.sessions, moves, self.archive, exclusive=[self.summarizer.guard],
+                     shard_name=settings.shard_name),
+            importer, exclusive=[self.summarizer.guard])
 
         keyword = KeywordSearch(self.sessions, self.archive)
         semantic = SemanticSearch(self.sessions, self.vectors, self.embedder)

@@ -36,11 +36,13 @@ const DefaultTimeout = 10 * time.Second
 
 // Client is a connection to one memsvc server. Every service's generated
 // methods are promoted: client.Append, client.GetContext, client.RecordError,
-// client.FitContext... Every error they return is an *Error.
+// client.FitContext, client.GetServerInfo... Every error their unary calls
+// return is an *Error.
 type Client struct {
 	memsvcv1.MemoryServiceClient
 	memsvcv1.ErrorMemoryServiceClient
 	memsvcv1.FitServiceClient
+	memsvcv1.ShardServiceClient
 	conn *grpc.ClientConn
 }
 
@@ -132,6 +134,7 @@ func Dial(target string, options ...Option) (*Client, error) {
 		MemoryServiceClient:      memsvcv1.NewMemoryServiceClient(conn),
 		ErrorMemoryServiceClient: memsvcv1.NewErrorMemoryServiceClient(conn),
 		FitServiceClient:         memsvcv1.NewFitServiceClient(conn),
+		ShardServiceClient:       memsvcv1.NewShardServiceClient(conn),
 		conn:                     conn,
 	}, nil
 }
@@ -214,6 +217,7 @@ const SessionMetadata = "memsvc-session"
 var perSession = []string{
 	"/" + string(memsvcv1.File_memsvc_v1_memory_proto.Services().ByName("MemoryService").FullName()) + "/",
 	"/" + string(memsvcv1.File_memsvc_v1_fit_proto.Services().ByName("FitService").FullName()) + "/",
+	"/" + string(memsvcv1.File_memsvc_v1_shards_proto.Services().ByName("ShardService").FullName()) + "/",
 }
 
 func actsOnSession(method string) bool {

@@ -273,9 +273,15 @@ class Archive:
         return [_record(searcher.doc(address)) for _, address in hits]
 
     @_reading
-    def count(self, session_id: str) -> int:
-        """Archived messages of a session (committed ones)."""
-        return self._count(session_id)
+    def count(self, session_id: str, below_id: int | None = None) -> int:
+        """Archived messages of a session (committed ones); with `below_id`, only those with a lower id."""
+        if below_id is None:
+            return self._count(session_id)
+        if below_id <= 1:
+            return 0
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
+                                             (tantivy.Occur.Must, self._id_range(1, below_id - 1))])
+        return _total(self.index.searcher().search(query, limit=1, count=True))
 
     @_reading
     def search(self, session_id: str, words: list[keywords.Word], below_id: int, since: int, until: int,

@@ -1,7 +1,8 @@
 """The `memsvc` command line: `memsvc serve`, `import`, `mcp` and the operator commands.
 
 Owns argument parsing and exit codes. Must never hold domain logic: `serve` and `import` run
-the server's code, everything else talks to a running server through the client (`remote`).
+the server's code, everything else talks to running servers through the client (`remote`,
+`transfer`, `reshard`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from memsvc.cli import remote
+from memsvc.cli import remote, reshard, transfer
 from memsvc.core import config
 from memsvc.core.errors import InvalidSetting
 from memsvc.runtime import logs
@@ -47,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     agents.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on this address instead of stdio")
     agents.add_argument("--path", default="/mcp", help="the streamable HTTP endpoint's path (default /mcp)")
     remote.add_commands(commands)
+    transfer.add_commands(commands)
+    reshard.add_command(commands)
     return parser
 
 
@@ -61,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"memsvc: {error}", file=sys.stderr)
             return 2
         return serve_mcp(parsed.target, options, parsed.session, parsed.http, parsed.path)
+    if getattr(parsed, "main", None) is not None:  # a command that connects to servers of its own choosing
+        return int(parsed.main(parsed))
     if getattr(parsed, "run", None) is not None:
         return remote.run(parsed)
     args = vars(parsed)

@@ -26,11 +26,13 @@ TIME_RANGES = ("all", "day", "week", "month", "year")
 Command = Callable[[Any, argparse.Namespace], None]
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    """How to reach the server: shared by every command that talks to one (and `memsvc mcp`)."""
+def add_connection_arguments(parser: argparse.ArgumentParser, target: bool = True) -> None:
+    """How to reach the server: shared by every command that talks to one (and `memsvc mcp`);
+    `target=False` for a command naming its servers otherwise (`memsvc reshard`)."""
     group = parser.add_argument_group("connection")
-    group.add_argument("--target", default=DEFAULT_TARGET,
-                       help=f"the server: HOST:PORT or unix:///path (default {DEFAULT_TARGET})")
+    if target:
+        group.add_argument("--target", default=DEFAULT_TARGET,
+                           help=f"the server: HOST:PORT or unix:///path (default {DEFAULT_TARGET})")
     group.add_argument("--token-file", type=Path, help="file holding the bearer token of a server with token_file")
     group.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
     group.add_argument("--ca-file", type=Path, help="PEM CA of a TLS server (TCP targets)")

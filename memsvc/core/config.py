@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import tomllib
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from cronsim import CronSim, CronSimError
 from memsvc.core.errors import InvalidSetting
 
 ENV_PREFIX = "MEMSVC_"
+SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def default_data_dir() -> str:
@@ -134,6 +136,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     http_allowed_hosts: list[str] = msgspec.field(default_factory=list)
     ("Host names the HTTP listener answers without token_file, besides IP addresses and localhost (a guard "
      "against DNS rebinding); * answers any.")
+    shard_name: str = ""
+    "This server's name as a shard behind a proxy (its server name there), told by GetServerInfo; empty: none."
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     "Lowest log level written (JSON lines on stderr)."
     shutdown_grace_seconds: float = 10.0
@@ -236,6 +240,9 @@ def _check(settings: Settings) -> None:
     if settings.lessons_backend == "sqlite" and (settings.lessons_dsn or settings.lessons_password_file):
         raise InvalidSetting("lessons_dsn and lessons_password_file are for lessons_backend = postgres; "
                              "set lessons_backend too, or drop them")
+    if settings.shard_name and not SHARD_NAME.fullmatch(settings.shard_name):
+        raise InvalidSetting(f"shard_name {settings.shard_name!r} is not a name: use 1-64 characters of "
+                             "A-Z a-z 0-9 . _ -, starting with a letter or digit")
     if not settings.listen:
         raise InvalidSetting("at least one --listen address is needed")
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):

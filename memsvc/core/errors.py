@@ -15,6 +15,7 @@ import sqlite3
 class Kind(enum.Enum):
     INVALID_ARGUMENT = "invalid_argument"
     NOT_FOUND = "not_found"
+    ALREADY_EXISTS = "already_exists"
     FAILED_PRECONDITION = "failed_precondition"
     RESOURCE_EXHAUSTED = "resource_exhausted"
     UNAVAILABLE = "unavailable"
@@ -43,6 +44,11 @@ class InvalidArgument(MemsvcError):
 class NotFound(MemsvcError):
     kind = Kind.NOT_FOUND
     reason = "NOT_FOUND"
+
+
+class AlreadyExists(MemsvcError):
+    kind = Kind.ALREADY_EXISTS
+    reason = "ALREADY_EXISTS"
 
 
 class FailedPrecondition(MemsvcError):

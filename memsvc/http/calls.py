@@ -1,6 +1,6 @@
 """The seam between the Connect protocol and memsvc's servicers.
 
-Owns turning each unary method of a gRPC service descriptor into a Connect
+Owns turning each method of a gRPC service descriptor into a Connect
 endpoint that calls the servicer's method of the same name, on the same
 servicer object the gRPC server runs, so request -> domain call -> reply is
 written once (memsvc/rpc) and served twice. A failure leaves the servicer as
@@ -9,12 +9,13 @@ the Connect error of the same code with the same `ErrorInfo`. Must never
 decide what a call means or which error it is: the servicers and the domain
 do.
 
-New RPCs need nothing here: every method of the descriptor is served.
+New RPCs need nothing here: every method of the descriptor is served, unary,
+server-streaming (ExportSession) or client-streaming (ImportSession).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, NoReturn
 
 import grpc
@@ -73,20 +74,21 @@ def connect_error(status: grpc.Status) -> ConnectError:
     return ConnectError(CODES[status.code], status.details, details)
 
 
-Behaviour = Callable[[Message, CallContext], Awaitable[Message]]
+Behaviour = Callable[[Any, CallContext], Any]
+"A servicer method: (request or request stream, context) -> reply, or an async iterator of replies."
 
 
 def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any:
-    if method.client_streaming or method.server_streaming:
-        raise TypeError(f"{method.full_name} streams; memsvc/http/calls.py bridges unary methods only: "
-                        "add its shape there (connectrpc has Endpoint.server_stream and client_stream)")
+    if method.client_streaming and method.server_streaming:
+        raise TypeError(f"{method.full_name} streams both ways; memsvc/http/calls.py bridges unary, server- and "
+                        "client-streaming methods: add its shape there (connectrpc has Endpoint.bidi_stream)")
     info: MethodInfo[Any, Any] = MethodInfo(
         name=method.name, service_name=method.containing_service.full_name,
         input=message_factory.GetMessageClass(method.input_type),
         output=message_factory.GetMessageClass(method.output_type),
         idempotency_level=IDEMPOTENCY[method.GetOptions().idempotency_level])
 
-    async def call(request: Message, context: RequestContext[Any, Any]) -> Message:
+    async def call(request: Any, context: RequestContext[Any, Any]) -> Message:
         try:
             with gate.admit(context.request_headers().get("authorization")):
                 return await behaviour(request, CallContext())
@@ -95,6 +97,21 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         except Aborted as aborted:
             raise connect_error(aborted.status) from None
 
+    async def stream(request: Message, context: RequestContext[Any, Any]) -> AsyncIterator[Message]:
+        """A server stream: the gate admits it once, for as long as it runs."""
+        try:
+            with gate.admit(context.request_headers().get("authorization")):
+                async for reply in behaviour(request, CallContext()):
+                    yield reply
+        except MemsvcError as refused:
+            raise connect_error(to_status(refused)) from None
+        except Aborted as aborted:
+            raise connect_error(aborted.status) from None
+
+    if method.server_streaming:
+        return Endpoint.server_stream(info, stream)
+    if method.client_streaming:  # the request stream goes to the servicer as it arrives
+        return Endpoint.client_stream(info, call)
     return Endpoint.unary(info, call)
 
 

@@ -14,8 +14,9 @@ from memsvc.core.errors import InvalidArgument
 from memsvc.core.records import ROLES, Record
 from memsvc.search.query import Hit, Query
 from memsvc.summary.rolling import Summary, encode
+from memsvc.window.incoming import NewMessage
 from memsvc.window.lifecycle import Deleted
-from memsvc.window.sessions import NewMessage, SessionInfo
+from memsvc.window.listing import SessionInfo
 from memsvc_client.v1 import memory_pb2 as pb
 
 ROLE_VALUES = {name: pb.Role.Value(f"ROLE_{name.upper()}") for name in ROLES}

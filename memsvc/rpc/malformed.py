@@ -12,7 +12,7 @@ that decode and fit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -55,11 +55,38 @@ def undecodable(error: Exception) -> InvalidArgument:
                            "request type", reason="MALFORMED_REQUEST")
 
 
+async def _refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
+    if isinstance(request, _Refused):
+        await context.abort_with_status(to_status(request.error))
+
+
 def _refusing(behaviour: Behaviour) -> Behaviour:
     async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if isinstance(request, _Refused):
-            await context.abort_with_status(to_status(request.error))
+        await _refuse(request, context)
         return await behaviour(request, context)
+    return checked
+
+
+def _refusing_replies(behaviour: Behaviour) -> Behaviour:
+    """The same for a server-streaming method (an async generator)."""
+    async def checked(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await _refuse(request, context)
+        async for reply in behaviour(request, context):
+            yield reply
+    return checked
+
+
+def _refusing_requests(behaviour: Behaviour) -> Behaviour:
+    """The same for a client-streaming method: each request is checked as it arrives, and the
+    refusal is raised in the servicer's stream, so the servicer (rpc/status.py's `translated`)
+    answers it once it has undone what the earlier requests began."""
+    async def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async def decoded() -> AsyncIterator[Any]:
+            async for request in requests:
+                if isinstance(request, _Refused):
+                    raise request.error
+                yield request
+        return await behaviour(decoded(), context)
     return checked
 
 
@@ -68,7 +95,9 @@ class MalformedRequests(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if (handler is None or not method.startswith(SERVICES)
-                or handler.request_streaming or handler.request_deserializer is None):
+                or handler.request_deserializer is None or (handler.request_streaming and handler.response_streaming)):
             return handler
         max_bytes = ERROR_MEMORY_MAX_REQUEST_BYTES if method.startswith(ERROR_MEMORY) else None
-        return rewrap(handler, _refusing, _tolerant(handler.request_deserializer, max_bytes))
+        wrap = (_refusing_requests if handler.request_streaming
+                else _refusing_replies if handler.response_streaming else _refusing)
+        return rewrap(handler, wrap, _tolerant(handler.request_deserializer, max_bytes))

@@ -20,7 +20,7 @@ from memsvc.app import App
 from memsvc.rpc import convert
 from memsvc.rpc.offload import FairPool
 from memsvc.rpc.status import translated
-from memsvc.window.sessions import AppendResult
+from memsvc.window.appending import AppendResult
 from memsvc_client.v1 import memory_pb2 as pb
 from memsvc_client.v1 import memory_pb2_grpc
 

@@ -38,6 +38,7 @@ from memsvc.rpc.instrument import Metrics
 from memsvc.rpc.malformed import MalformedRequests
 from memsvc.rpc.memory import MemoryServicer
 from memsvc.rpc.offload import FairPool
+from memsvc.rpc.shards import ShardServicer
 from memsvc.runtime.metrics import MetricsListener
 from memsvc_client.v1 import (
     error_memory_pb2,
@@ -46,6 +47,8 @@ from memsvc_client.v1 import (
     fit_pb2_grpc,
     memory_pb2,
     memory_pb2_grpc,
+    shards_pb2,
+    shards_pb2_grpc,
 )
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ SERVICE_NAMES = (
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"].full_name,
     fit_pb2.DESCRIPTOR.services_by_name["FitService"].full_name,
+    shards_pb2.DESCRIPTOR.services_by_name["ShardService"].full_name,
 )
 ERROR_MEMORY_SERVICE = SERVICE_NAMES[1]
 ARCHIVE_HEALTH = "memsvc.archive"
@@ -166,16 +170,17 @@ class Server:
         # Built off the event loop so the health port answers NOT_SERVING meanwhile.
         self.app = await asyncio.to_thread(App, self.settings)
         memory = MemoryServicer(self.app, self.searches)
-        lessons, fit = ErrorMemoryServicer(self.app), FitServicer(self.app)
+        lessons, fit, shards = ErrorMemoryServicer(self.app), FitServicer(self.app), ShardServicer(self.app)
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(memory, self.grpc)
         error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(lessons, self.grpc)
         fit_pb2_grpc.add_FitServiceServicer_to_server(fit, self.grpc)
+        shards_pb2_grpc.add_ShardServiceServicer_to_server(shards, self.grpc)
         reflection.enable_server_reflection(SERVICE_NAMES + (health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.grpc)
         bound = [_bind(self.grpc, address, tls) for address in self.settings.listen]
         await self.grpc.start()
+        servicers = dict(zip(SERVICE_NAMES, (memory, lessons, fit, shards), strict=True))
         for transport in self.transports:
-            servicers = dict(zip(SERVICE_NAMES, (memory, lessons, fit), strict=True))
             extra[transport.name] = await transport.open(servicers)
         await self._update_health()
         self._watching = asyncio.create_task(self._watch_health())

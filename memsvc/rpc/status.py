@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -28,6 +28,7 @@ ERROR_DOMAIN = "memsvc"
 CODES = {
     Kind.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
     Kind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Kind.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
     Kind.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
     Kind.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Kind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
@@ -57,13 +58,38 @@ def translated(method: Handler) -> Handler:
             return await method(self, request, context)
         except grpc.aio.AbortError:
             raise
-        except MemsvcError as error:
-            await context.abort_with_status(to_status(error))
         except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
             raise
-        except BaseException:  # a Rust panic in a native library is a BaseException: still INTERNAL
-            log.exception("unexpected error", extra={"rpc": method.__name__})
-            await context.abort_with_status(to_status(MemsvcError(
-                f"internal error in {method.__name__}; the server log has the details", reason="INTERNAL")))
+        except BaseException as error:  # a Rust panic in a native library is a BaseException: still INTERNAL
+            await _abort(context, error, method.__name__)
 
     return wrapper  # type: ignore[return-value]
+
+
+Streamer = TypeVar("Streamer", bound=Callable[..., AsyncIterator[Any]])
+
+
+def translated_stream(method: Streamer) -> Streamer:
+    """`translated` for a server-streaming method (an async generator): a failure ends the stream
+    with its documented status, after the replies already sent."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            async for reply in method(self, request, context):
+                yield reply
+        except grpc.aio.AbortError:
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:
+            await _abort(context, error, method.__name__)
+
+    return wrapper  # type: ignore[return-value]
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: BaseException, rpc: str) -> None:
+    if not isinstance(error, MemsvcError):
+        log.exception("unexpected error", extra={"rpc": rpc}, exc_info=error)
+        error = MemsvcError(f"internal error in {rpc}; the server log has the details", reason="INTERNAL")
+    await context.abort_with_status(to_status(error))

@@ -14,7 +14,8 @@ from memsvc.archive.index import Archive
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.records import Record
 from memsvc.search.query import Bounds, Hit, Query
-from memsvc.window.sessions import Session, Sessions
+from memsvc.window.session import Session
+from memsvc.window.sessions import Sessions
 
 
 class KeywordSearch:

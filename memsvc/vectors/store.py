@@ -35,7 +35,8 @@ from memsvc.core.records import Record
 from memsvc.vectors import build
 from memsvc.vectors.embedders.base import Embedder, unit_length
 from memsvc.vectors.generation import Eligible, best, exact
-from memsvc.vectors.state import SessionVectors, load, record_rows
+from memsvc.vectors.loading import load, record_rows
+from memsvc.vectors.state import SessionVectors
 
 log = logging.getLogger(__name__)
 

@@ -69,3 +69,6 @@ class ArchiveOfRecord(DerivedStore, Protocol):
 
     def stored(self, session_id: str, ids: list[int]) -> list[Record]:
         """The archived messages with these ids, oldest first."""
+
+    def count(self, session_id: str, below_id: int | None = None) -> int:
+        """Archived messages of a session (committed ones); with `below_id`, only those with a lower id."""

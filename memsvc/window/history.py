@@ -11,7 +11,7 @@ only the closing bracket and a crash can only tear the last line:
 Owns reading (with repair of a torn tail, and of ids out of order or
 repeated: ids are never renumbered, since the archive and the summary cursor
 know messages by id), appending in place and whole rewrites. Must never decide
-what to store: that is sessions.py.
+what to store: that is appending.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """What an Append brings: the new messages, and the checks they pass before anything is stored.
 
 Owns the shape of a message to store and its limits (roles, visible content,
-sizes, sender, time, payload, idempotency key). Must never store anything: sessions.py
-does, once these checks pass.
+sizes, sender, time, payload, idempotency key), which an imported message
+passes too. Must never store anything: appending.py does, once these checks
+pass.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import msgspec
 
 from memsvc.core.config import Settings
 from memsvc.core.errors import InvalidArgument
-from memsvc.core.records import ROLES, has_visible_text
+from memsvc.core.records import ROLES, Record, has_visible_text
 
 MAX_SENDER_CHARS = 256
 MAX_IDEMPOTENCY_KEY_CHARS = 256
@@ -38,24 +39,32 @@ def check_append(messages: list[NewMessage], idempotency_key: str, settings: Set
             f"{len(messages)} messages in one Append; at most {settings.max_messages_per_request}",
             reason="TOO_MANY_MESSAGES")
     for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        if message.role not in ROLES:
-            raise InvalidArgument(f"{where}.role must be one of {', '.join(ROLES)}", reason="INVALID_ROLE")
-        if not has_visible_text(message.content):
-            raise InvalidArgument(f"{where}.content is empty (or only whitespace, control or zero-width "
-                                  "characters)", reason="EMPTY_CONTENT")
-        size = len(message.content.encode("utf-8", "surrogatepass"))
-        if size > settings.max_message_bytes:
-            raise InvalidArgument(
-                f"{where}.content is {size} bytes; at most {settings.max_message_bytes} "
-                "(max_message_bytes): split it or store it elsewhere", reason="MESSAGE_TOO_LARGE")
-        if len(message.sender) > MAX_SENDER_CHARS:
-            raise InvalidArgument(f"{where}.sender is longer than {MAX_SENDER_CHARS} characters",
-                                  reason="SENDER_TOO_LONG")
-        if message.send_at < 0:
-            raise InvalidArgument(f"{where}.send_at_unix_nano is negative", reason="INVALID_TIME")
-        if message.payload:
-            _check_payload(message.payload, where, settings)
+        check_message(message, f"messages[{index}]", settings)
+    check_idempotency_key(idempotency_key)
+
+
+def check_message(message: NewMessage | Record, where: str, settings: Settings) -> None:
+    """Raise INVALID_ARGUMENT for the first thing wrong with one message, new or (imported) stored."""
+    if message.role not in ROLES:
+        raise InvalidArgument(f"{where}.role must be one of {', '.join(ROLES)}", reason="INVALID_ROLE")
+    if not has_visible_text(message.content):
+        raise InvalidArgument(f"{where}.content is empty (or only whitespace, control or zero-width "
+                              "characters)", reason="EMPTY_CONTENT")
+    size = len(message.content.encode("utf-8", "surrogatepass"))
+    if size > settings.max_message_bytes:
+        raise InvalidArgument(
+            f"{where}.content is {size} bytes; at most {settings.max_message_bytes} "
+            "(max_message_bytes): split it or store it elsewhere", reason="MESSAGE_TOO_LARGE")
+    if len(message.sender) > MAX_SENDER_CHARS:
+        raise InvalidArgument(f"{where}.sender is longer than {MAX_SENDER_CHARS} characters",
+                              reason="SENDER_TOO_LONG")
+    if message.send_at < 0:
+        raise InvalidArgument(f"{where}.send_at_unix_nano is negative", reason="INVALID_TIME")
+    if message.payload:
+        _check_payload(message.payload, where, settings)
+
+
+def check_idempotency_key(idempotency_key: str) -> None:
     if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
         raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
                               reason="IDEMPOTENCY_KEY_TOO_LONG")

@@ -21,7 +21,7 @@ Layout of the file (`<data_dir>/.journal`): frames `<length u32><crc32 u32><seq 
 the first a header; a frame counts while the sequence numbers follow on and the
 checksums hold. The file grows in zero-filled steps and is overwritten in
 place, so a durable write syncs data blocks and no metadata. Must never decide
-what an Append stores (sessions.py) nor know history.json's layout (history.py).
+what an Append stores (appending.py) nor know history.json's layout (history.py).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ from memsvc.runtime import metrics
 from memsvc.window import history
 from memsvc.window.derived import ArchiveOfRecord
 from memsvc.window.intents import Action, Intent
-from memsvc.window.sessions import Session, Sessions
+from memsvc.window.session import Session
+from memsvc.window.sessions import Sessions
 
 log = logging.getLogger(__name__)
 

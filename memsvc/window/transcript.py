@@ -17,7 +17,8 @@ from memsvc.core.errors import InvalidArgument
 from memsvc.core.ids import check_session_id
 from memsvc.core.records import Record
 from memsvc.window.derived import ArchiveOfRecord
-from memsvc.window.sessions import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Sessions
+from memsvc.window.listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from memsvc.window.sessions import Sessions
 
 PAGE_BYTES = 2 * 1024 * 1024
 """A page ends before its contents and payloads pass this many UTF-8 bytes (it holds at least one

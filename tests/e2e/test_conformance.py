@@ -14,95 +14,15 @@ A runner that is not built is skipped, unless MEMSVC_REQUIRE_CLIENTS names it
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf import json_format
 
-from memsvc_client import Client, MemsvcError
-from memsvc_client.convert import enum_label, to_proto
-from memsvc_client.rpcs import RPCS
 from tests.support import ServerProcess
-from tests.support.runners import SCENARIO, scenario_runner
-
-Results = dict[str, dict[str, Any]]
-
-def label(message: Any, field: str) -> str:
-    """An enum field of a parsed request as the client takes it: "keyword" for MATCH_KEYWORD."""
-    return enum_label(message.DESCRIPTOR.fields_by_name[field].enum_type, getattr(message, field))
-
-
-# Each step's request, parsed from the scenario's proto3 JSON, becomes the client's plain arguments; each
-# typed result goes back to proto3 JSON through the client's own converter, so a field the result drops
-# shows up as a difference from the other languages.
-PYTHON_CALLS: dict[str, Callable[[Client, Any], Any]] = {
-    "Append": lambda c, r: c.append(
-        r.session_id, [{"role": label(m, "role"), "content": m.content, "sender": m.sender,
-                        "send_at_unix_nano": m.send_at_unix_nano, "payload_json": m.payload_json}
-                       for m in r.messages],
-        idempotency_key=r.idempotency_key),
-    "GetContext": lambda c, r: c.get_context(r.session_id, request_text=r.request_text),
-    "Search": lambda c, r: c.search(
-        r.session_id, r.query, match=label(r, "match"), limit=r.limit, time_range=label(r, "time_range"),
-        since_unix_nano=r.since_unix_nano, until_unix_nano=r.until_unix_nano, include_window=r.include_window,
-        query_embedding=list(r.query_embedding)),
-    "Compact": lambda c, r: c.compact(r.session_id),
-    "Summarize": lambda c, r: c.summarize(r.session_id),
-    "GetSummary": lambda c, r: c.get_summary(r.session_id),
-    "Reset": lambda c, r: c.reset(r.session_id, label(r, "mode")),
-    "RemoveSession": lambda c, r: c.remove_session(r.session_id),
-    "ListMessages": lambda c, r: c.list_messages(r.session_id, page_size=r.page_size, page_token=r.page_token,
-                                                 newest_first=r.newest_first),
-    "DeleteMessages": lambda c, r: c.delete_messages(r.session_id, list(r.ids), last=r.last),
-    "FitContext": lambda c, r: c.fit_context(
-        r.session_id, r.vendor, r.model, list(r.messages), overflow=r.overflow, previous_model=r.previous_model,
-        context_window=r.context_window, reserved_tokens=r.reserved_tokens),
-}
-
-
-def steps(session: str) -> list[dict[str, Any]]:
-    return json.loads(SCENARIO.read_text().replace("{session}", session))["steps"]
-
-
-def run_python(target: str, session: str) -> list[dict[str, Any]]:
-    results = []
-    with Client(target) as client:
-        for step in steps(session):
-            rpc = RPCS[step["rpc"]]
-            request = json_format.ParseDict(step["request"], rpc.request())
-            try:
-                result = PYTHON_CALLS[step["rpc"]](client, request)
-                results.append({"name": step["name"], "response": json_format.MessageToDict(
-                    to_proto(rpc.response, result))})
-            except MemsvcError as error:
-                results.append({"name": step["name"], "error": {"code": error.code.name, "reason": error.reason}})
-    return results
-
-
-def runner(language: str) -> Callable[[str, str], list[dict[str, Any]]]:
-    return run_python if language == "python" else scenario_runner(language)
-
-
-def comparable(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Results without what differs by timing, not by client: search scores keep
-    only their sign (BM25 statistics span the whole archive, so a keyword hit
-    scores differently once other sessions exist; each language prints float32
-    its own way), and Reset's vector count goes (messages are embedded in the
-    background, so how many are stored when Reset runs is a race)."""
-    def visit(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: (("positive" if item > 0 else "negative") if key == "score" else visit(item))
-                    for key, item in value.items() if key != "vectors"}
-        if isinstance(value, list):
-            return [visit(item) for item in value]
-        return value
-    return visit(results)
-
-
-def by_name(results: list[dict[str, Any]]) -> Results:
-    return {result["name"]: result for result in results}
+from tests.support.conformance import by_name, comparable, run_python, runner, steps
+from tests.support.runners import SCENARIO
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +59,10 @@ def test_the_python_results_are_the_documented_behaviour(reference: list[dict[st
     retried = results["the same append retried"]["response"]
     assert retried["replayed"] is True and retried["messages"] == first["messages"]
     assert min(int(m["id"]) for m in results["append without a key"]["response"]["messages"]) > max(ids)
+    info = results["server info"]["response"]
+    assert info["sessionStored"] is True and "sessionHeld" not in info and "shardName" not in info, "unnamed"
+    assert info["version"] == version("memsvc") and info["contractVersion"] == version("memsvc-client")
+    assert len(info["dataDirId"]) == 32 and int(info["startedAtUnixNano"]) > 0
 
     assert contents(results["context window"]["response"]) == later
     semantic = results["semantic search"]["response"]["hits"]

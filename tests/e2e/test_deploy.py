@@ -9,7 +9,6 @@ started with them (paths moved under a temporary directory) must serve.
 """
 
 import json
-import shlex
 import shutil
 import subprocess
 import sys
@@ -22,48 +21,21 @@ import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc.cli import build_parser
 from memsvc.core import config
 from memsvc_client import Client
 from tests.support import ROOT
+from tests.support.deploy import (
+    container_environment,
+    container_settings,
+    dockerfile_instructions,
+    final_stage,
+    image_environment,
+    memsvc_variables,
+    port,
+)
 
-DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 MANIFEST = ROOT / "deploy" / "kubernetes" / "memsvc-sidecar.yaml"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-
-
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
-    lines = [line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")]
-    joined = "\n".join(lines).replace("\\\n", " ")
-    found = []
-    for line in joined.splitlines():
-        if line.strip():
-            instruction, _, arguments = line.strip().partition(" ")
-            found.append((instruction.upper(), " ".join(arguments.split())))
-    return found
-
-
-def final_stage() -> list[tuple[str, str]]:
-    instructions = dockerfile_instructions()
-    last_from = max(index for index, (name, _) in enumerate(instructions) if name == "FROM")
-    return instructions[last_from:]
-
-
-def image_environment() -> dict[str, str]:
-    environment: dict[str, str] = {}
-    for name, arguments in final_stage():
-        if name == "ENV":
-            environment.update(item.split("=", 1) for item in shlex.split(arguments))
-    return environment
-
-
-def memsvc_variables(environment: dict[str, str]) -> dict[str, str]:
-    return {key: value for key, value in environment.items() if key.startswith(config.ENV_PREFIX)}
-
-
-def port(address: str) -> int:
-    return int(address.rpartition(":")[2])
 
 
 def documents() -> dict[str, dict]:
@@ -82,16 +54,9 @@ def agent() -> dict:
     return next(container for container in pod()["containers"] if container["name"] == "agent")
 
 
-def container_environment(container: dict) -> dict[str, str]:
-    return {variable["name"]: variable["value"] for variable in container.get("env", [])}
-
-
 def sidecar_settings() -> config.Settings:
     """What memsvc runs with in the pod: the image's environment, the pod's over it, the args as flags."""
-    environment = {**memsvc_variables(image_environment()), **container_environment(sidecar())}
-    flags = vars(build_parser().parse_args(["serve", *sidecar().get("args", [])]))
-    flags.pop("command")
-    return config.load(flags, environ=environment)
+    return container_settings(sidecar())
 
 
 def mounted_volume(container: dict, path: str) -> tuple[dict, str]:

@@ -42,14 +42,15 @@ def test_window_is_limited_to_the_setting(make_server):
 def test_health_serving_and_reflection_lists_every_service(shared_server):
     with grpc.insecure_channel(shared_server.tcp) as channel:
         health = health_pb2_grpc.HealthStub(channel)
-        for service in ("", "memsvc.v1.MemoryService", "memsvc.v1.ErrorMemoryService", "memsvc.v1.FitService"):
+        for service in ("", "memsvc.v1.MemoryService", "memsvc.v1.ErrorMemoryService", "memsvc.v1.FitService",
+                        "memsvc.v1.ShardService"):
             assert health.Check(health_pb2.HealthCheckRequest(service=service)).status == \
                 health_pb2.HealthCheckResponse.SERVING
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         reply = next(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
         names = {service.name for service in reply.list_services_response.service}
         assert {"memsvc.v1.MemoryService", "memsvc.v1.ErrorMemoryService", "memsvc.v1.FitService",
-                "grpc.health.v1.Health"} <= names
+                "memsvc.v1.ShardService", "grpc.health.v1.Health"} <= names
 
 
 @pytest.mark.parametrize("session_id, messages, code, reason", [

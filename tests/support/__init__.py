@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -36,9 +37,11 @@ T = TypeVar("T")
 class ServerProcess:
     """`python -m memsvc serve` in a subprocess; knows its bound addresses."""
 
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None, tcp_port: int = 0):
         self.data_dir = data_dir
         self.args = list(args)
+        self.tcp_port = tcp_port
+        "0 picks a free port at each start; a fixed one keeps the address across restarts (behind a proxy)."
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[str] | None = None
         self.tcp = self.unix = ""
@@ -52,7 +55,7 @@ class ServerProcess:
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(self.data_dir),
-                "--listen", "127.0.0.1:0", "--listen", f"unix://{self.socket_path}", *self.args]
+                "--listen", f"127.0.0.1:{self.tcp_port}", "--listen", f"unix://{self.socket_path}", *self.args]
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
         self.process = subprocess.Popen(self.command(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -109,6 +112,12 @@ class ServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.terminate()
         return self.start()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def rss_mib(pid: int) -> float:

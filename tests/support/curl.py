@@ -50,3 +50,37 @@ def post(base: str, rpc: str, body: dict[str, Any] | str, *, token: str | None =
                           timeout=90, check=True)
     text, _, status = done.stdout.rpartition("\n")
     return Reply(int(status), json.loads(text) if text.strip() else {})
+
+
+@dataclass
+class Streamed:
+    status: int
+    messages: list[dict[str, Any]]
+    end: dict[str, Any]
+    """The end-of-stream message: {} on success, {"error": {...}} when the stream failed."""
+
+
+def stream(base: str, rpc: str, messages: list[dict[str, Any]], *, token: str | None = None) -> Streamed:
+    """A Connect streaming call (server- or client-streaming): `messages` enveloped as JSON, the
+    reply's envelopes decoded, its end-of-stream message apart."""
+    body = b"".join(_envelope(0, json.dumps(message).encode()) for message in messages)
+    command = ["curl", "-sS", "--max-time", "60", "-H", "content-type: application/connect+json",
+               "-H", "connect-protocol-version: 1", "--data-binary", "@-", "-w", "%{http_code}"]
+    if token is not None:
+        command += ["-H", f"authorization: Bearer {token}"]
+    done = subprocess.run([*command, f"{base}/memsvc.v1.{rpc}"], input=body, capture_output=True, timeout=90,
+                          check=True)
+    data, status = done.stdout[:-3], int(done.stdout[-3:])
+    replies, end = [], {}
+    while data:
+        flags, size = data[0], int.from_bytes(data[1:5], "big")
+        payload, data = json.loads(data[5:5 + size] or b"{}"), data[5 + size:]
+        if flags & 0x02:
+            end = payload
+        else:
+            replies.append(payload)
+    return Streamed(status, replies, end)
+
+
+def _envelope(flags: int, payload: bytes) -> bytes:
+    return bytes([flags]) + len(payload).to_bytes(4, "big") + payload

@@ -1,6 +1,7 @@
-"""A real gRPC proxy on loopback, for tests: every unary call is forwarded, bytes untouched, to
-one upstream memsvc, and recorded (method, request metadata, request bytes, the seconds left of
-its deadline when it arrived). It can answer the
+"""A real gRPC proxy on loopback, for tests: every call is forwarded, bytes untouched, to one
+upstream memsvc, and recorded (method, request metadata, request bytes: a client stream's first
+request, the seconds left of its deadline when it arrived). Calls are unary unless `streaming`
+names the method's shape. It can answer the
 next calls of a method with an injected status instead of forwarding them, the way a restarting
 server or a proxy losing its backend would. Uses grpcio only: it must never know memsvc's types.
 
@@ -13,11 +14,13 @@ prints {"event": "serving", "target": ...} on stdout, and on SIGTERM one {"metho
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import signal
 import sys
 import threading
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -36,7 +39,9 @@ class Seen:
 
 
 class RecordingProxy(grpc.GenericRpcHandler):
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, streaming: dict[str, str] | None = None):
+        self.streaming = streaming or {}
+        "Full method path -> unary_stream or stream_unary."
         self.calls: list[Seen] = []
         self._failures: dict[str, list[grpc.StatusCode]] = defaultdict(list)
         self._lock = threading.Lock()
@@ -63,8 +68,9 @@ class RecordingProxy(grpc.GenericRpcHandler):
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         method: str = handler_call_details.method  # type: ignore[attr-defined]
+        shape = self.streaming.get(method, "unary_unary")
 
-        def forward(request: bytes, context: grpc.ServicerContext) -> bytes:
+        def admit(request: bytes, context: grpc.ServicerContext) -> tuple[tuple[str, str], ...]:
             metadata = tuple(context.invocation_metadata())
             with self._lock:
                 self.calls.append(Seen(method, dict(metadata), request, context.time_remaining()))
@@ -72,17 +78,52 @@ class RecordingProxy(grpc.GenericRpcHandler):
                 injected = queue.pop(0) if queue else None
             if injected is not None:
                 context.abort(injected, "injected by the test proxy")
-            passed = tuple((key, value) for key, value in metadata if key not in HOP_BY_HOP)
+            return tuple((key, value) for key, value in metadata if key not in HOP_BY_HOP)
+
+        def failed(error: grpc.RpcError, context: grpc.ServicerContext) -> None:
+            context.set_trailing_metadata(error.trailing_metadata())  # type: ignore[attr-defined]
+            context.abort(error.code(), error.details())  # type: ignore[attr-defined]
+
+        def forward(request: bytes, context: grpc.ServicerContext) -> bytes:
+            passed = admit(request, context)
             try:
                 reply, call = self._upstream.unary_unary(method).with_call(
-                    request, metadata=passed, timeout=context.time_remaining())
+                    request, metadata=passed, timeout=_remaining(context))
             except grpc.RpcError as error:
-                context.set_trailing_metadata(error.trailing_metadata())  # type: ignore[attr-defined]
-                context.abort(error.code(), error.details())  # type: ignore[attr-defined]
+                failed(error, context)
             context.set_trailing_metadata(call.trailing_metadata())
             return reply
 
+        def forward_replies(request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+            passed = admit(request, context)
+            try:
+                yield from self._upstream.unary_stream(method)(request, metadata=passed,
+                                                               timeout=_remaining(context))
+            except grpc.RpcError as error:
+                failed(error, context)
+
+        def forward_requests(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+            first = next(requests, b"")
+            passed = admit(first, context)
+            try:
+                return self._upstream.stream_unary(method)(itertools.chain([first], requests), metadata=passed,
+                                                           timeout=_remaining(context))
+            except grpc.RpcError as error:
+                failed(error, context)
+            raise AssertionError("unreachable: failed() aborts")
+
+        if shape == "unary_stream":
+            return grpc.unary_stream_rpc_method_handler(forward_replies)
+        if shape == "stream_unary":
+            return grpc.stream_unary_rpc_method_handler(forward_requests)
         return grpc.unary_unary_rpc_method_handler(forward)
+
+
+def _remaining(context: grpc.ServicerContext) -> float | None:
+    """The caller's deadline, for the upstream call; None when it set none (grpcio then reports
+    a time too far off to pass on)."""
+    left = context.time_remaining()
+    return None if left is None or left > 86_400 else left
 
 
 def main() -> None:

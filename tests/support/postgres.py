@@ -16,7 +16,6 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
+from tests.support import free_port
 
 ROLE = "memsvc"
 PASSWORD = "only-tests-know-this-9c2f"
@@ -37,12 +38,6 @@ def bin_dir() -> Path | None:
     """The newest installed PostgreSQL's programs (Debian: /usr/lib/postgresql/<major>/bin)."""
     found = [path.parent for path in Path("/usr/lib/postgresql").glob("*/bin/postgres")]
     return max(found, key=lambda path: int(path.parent.name), default=None)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class PostgresServer:

@@ -12,7 +12,8 @@ import numpy as np
 from memsvc.core.records import Record
 from memsvc.vectors import files
 from memsvc.vectors.embedders.builtin import BuiltinEmbedder
-from memsvc.vectors.state import SessionVectors, load, record_rows
+from memsvc.vectors.loading import load, record_rows
+from memsvc.vectors.state import SessionVectors
 
 EMBEDDER = BuiltinEmbedder(32)
 

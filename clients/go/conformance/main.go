@@ -85,6 +85,10 @@ var runners = map[string]runner{
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.RemoveSession(ctx, r.(*memsvcv1.RemoveSessionRequest))
 		}),
+	"GetServerInfo": rpc(func() proto.Message { return &memsvcv1.GetServerInfoRequest{} },
+		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
+			return c.GetServerInfo(ctx, r.(*memsvcv1.GetServerInfoRequest))
+		}),
 	"ListMessages": rpc(func() proto.Message { return &memsvcv1.ListMessagesRequest{} },
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.ListMessages(ctx, r.(*memsvcv1.ListMessagesRequest))

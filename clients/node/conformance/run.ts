@@ -10,8 +10,8 @@ import { type DescMessage, fromJson, type JsonValue, type MessageShape, toJson }
 import {
   AppendRequestSchema, AppendResponseSchema, CompactRequestSchema, CompactResponseSchema, DeleteMessagesRequestSchema,
   DeleteMessagesResponseSchema, FitContextRequestSchema, FitContextResponseSchema, GetContextRequestSchema,
-  GetContextResponseSchema, GetSummaryRequestSchema, GetSummaryResponseSchema, ListMessagesRequestSchema,
-  ListMessagesResponseSchema, MemsvcClient, MemsvcError,
+  GetContextResponseSchema, GetServerInfoRequestSchema, GetServerInfoResponseSchema, GetSummaryRequestSchema,
+  GetSummaryResponseSchema, ListMessagesRequestSchema, ListMessagesResponseSchema, MemsvcClient, MemsvcError,
   RemoveSessionRequestSchema, RemoveSessionResponseSchema, ResetRequestSchema, ResetResponseSchema,
   SearchRequestSchema, SearchResponseSchema, SummarizeRequestSchema, SummarizeResponseSchema,
 } from "../src/index.js";
@@ -44,6 +44,8 @@ const RUNNERS: Record<string, Runner> = {
   Reset: rpc(ResetRequestSchema, ResetResponseSchema, (client, r) => client.reset(r.sessionId, r.mode)),
   RemoveSession: rpc(RemoveSessionRequestSchema, RemoveSessionResponseSchema,
     (client, r) => client.removeSession(r.sessionId)),
+  GetServerInfo: rpc(GetServerInfoRequestSchema, GetServerInfoResponseSchema,
+    (client, r) => client.getServerInfo(r.sessionId)),
   ListMessages: rpc(ListMessagesRequestSchema, ListMessagesResponseSchema, (client, r) => client.listMessages(
     r.sessionId, { pageSize: r.pageSize, pageToken: r.pageToken, newestFirst: r.newestFirst })),
   DeleteMessages: rpc(DeleteMessagesRequestSchema, DeleteMessagesResponseSchema,

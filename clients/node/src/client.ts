@@ -48,6 +48,7 @@ import {
   TimeRange,
   Match,
 } from "./gen/memsvc/v1/memory_pb.js";
+import { type GetServerInfoResponse, ShardService } from "./gen/memsvc/v1/shards_pb.js";
 import { DEFAULT_RETRY, RETRY, type RetryPolicy, retrying } from "./retry.js";
 import { parseTarget, sessionManager, type TlsOptions } from "./target.js";
 
@@ -110,9 +111,9 @@ function split<T extends Call>(options: T): [Call, Omit<T, keyof Call>] {
 }
 
 /** The services whose session_id names the session a call acts on (RecordError's is only provenance). */
-const PER_SESSION = new Set([MemoryService.typeName, FitService.typeName]);
+const PER_SESSION = new Set([MemoryService.typeName, FitService.typeName, ShardService.typeName]);
 
-/** Names the session of every per-session RPC whose request has a session_id. */
+/** Names the session of every per-session unary RPC whose request has a session_id. */
 const sessionHeader: Interceptor = (next) => (request) => {
   const sessionId = (request.message as { sessionId?: unknown }).sessionId;
   if (!request.stream && PER_SESSION.has(request.service.typeName) &&
@@ -130,6 +131,8 @@ export class MemsvcClient {
   readonly errors: Client<typeof ErrorMemoryService>;
   /** The generated FitService client. */
   readonly fit: Client<typeof FitService>;
+  /** The generated ShardService client (server info; session export, import and holds). */
+  readonly shards: Client<typeof ShardService>;
   private readonly sessions: Http2SessionManager;
   private readonly timeoutMs: number;
 
@@ -158,6 +161,7 @@ export class MemsvcClient {
     this.memory = createClient(MemoryService, transport);
     this.errors = createClient(ErrorMemoryService, transport);
     this.fit = createClient(FitService, transport);
+    this.shards = createClient(ShardService, transport);
   }
 
   /** Closes the connection; calls after this reconnect. */
@@ -291,5 +295,13 @@ export class MemsvcClient {
 
   deleteError(id: string, options: Call = {}): Promise<DeleteErrorResponse> {
     return this.call((o) => this.errors.deleteError({ id }, o), options);
+  }
+
+  // -- ShardService ----------------------------------------------------------
+
+  /** Which server answered: its shard name, version and data directory. With a session id the call
+   * is routed like that session's calls, and says whether the server stores or holds it. */
+  getServerInfo(sessionId = "", options: Call = {}): Promise<GetServerInfoResponse> {
+    return this.call((o) => this.shards.getServerInfo({ sessionId }, o), options);
   }
 }

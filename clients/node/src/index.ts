@@ -20,3 +20,4 @@ export { Code } from "@connectrpc/connect";
 export * from "./gen/memsvc/v1/error_memory_pb.js";
 export * from "./gen/memsvc/v1/fit_pb.js";
 export * from "./gen/memsvc/v1/memory_pb.js";
+export * from "./gen/memsvc/v1/shards_pb.js";

@@ -12,7 +12,7 @@ never hold memory logic: every method is one RPC, documented on `Client`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Self
 
 import grpc
@@ -20,8 +20,9 @@ from grpc import aio
 
 from memsvc_client import results as r
 from memsvc_client.connection import FIT_TIMEOUT, ChatMessage, Connection, MessageLike, fit_fields, messages_fields
-from memsvc_client.convert import from_proto
+from memsvc_client.convert import from_proto, to_proto
 from memsvc_client.errors import from_rpc_error
+from memsvc_client.rpcs import RPCS
 
 
 class AsyncClient(Connection):
@@ -141,3 +142,64 @@ class AsyncClient(Connection):
 
     async def delete_error(self, record_id: str, *, timeout: float | None = None) -> r.DeleteErrorResponse:
         return await self._call("DeleteError", {"id": record_id}, timeout)
+
+    # -- ShardService --------------------------------------------------------
+
+    async def get_server_info(self, session_id: str = "", *,
+                              timeout: float | None = None) -> r.GetServerInfoResponse:
+        return await self._call("GetServerInfo", {"session_id": session_id}, timeout)
+
+    async def export_session(self, session_id: str, *, page_size: int = 0,
+                             timeout: float | None = None) -> AsyncIterator[r.ExportSessionResponse]:
+        rpc = RPCS["ExportSession"]
+        request = to_proto(rpc.request, {"session_id": session_id, "page_size": page_size})
+        call = self.stubs["ExportSession"](request, timeout=timeout, metadata=self.call_metadata(rpc, request))
+        try:
+            async for reply in call:
+                yield from_proto(rpc.result, reply)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        finally:
+            call.cancel()
+
+    async def import_session(self, parts: Iterable[object], *,
+                             timeout: float | None = None) -> r.ImportSessionResponse:
+        rpc = RPCS["ImportSession"]
+        first, requests = self.import_requests(parts)
+        failed: list[BaseException] = []
+
+        async def sent() -> AsyncIterator[object]:
+            try:
+                for request in requests:
+                    yield request
+            except GeneratorExit:  # the call ended first
+                raise
+            except BaseException as error:  # reading the parts failed: end the call, then say why
+                failed.append(error)
+                call.cancel()
+
+        call = self.stubs["ImportSession"](sent(), timeout=timeout, metadata=self.call_metadata(rpc, first))
+        try:
+            reply = await call
+        except (grpc.RpcError, asyncio.CancelledError) as error:
+            if failed:
+                raise failed[0] from None
+            if isinstance(error, asyncio.CancelledError):
+                raise
+            raise from_rpc_error(error) from None
+        return from_proto(rpc.result, reply)
+
+    async def hold_session(self, session_id: str, *, timeout: float | None = None) -> r.HoldSessionResponse:
+        return await self._call("HoldSession", {"session_id": session_id}, timeout)
+
+    async def release_session(self, session_id: str, *, drop: bool = False,
+                              timeout: float | None = None) -> r.ReleaseSessionResponse:
+        return await self._call("ReleaseSession", {"session_id": session_id, "drop": drop}, timeout)
+
+    async def list_held_sessions(self, *, page_size: int = 0, page_token: str = "",
+                                 timeout: float | None = None) -> r.ListHeldSessionsResponse:
+        return await self._call("ListHeldSessions", {"page_size": page_size, "page_token": page_token}, timeout)
+
+    async def pause_session_creation(self, seconds: int, *,
+                                     timeout: float | None = None) -> r.PauseSessionCreationResponse:
+        return await self._call("PauseSessionCreation", {"seconds": seconds}, timeout)

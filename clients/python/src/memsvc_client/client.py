@@ -13,15 +13,16 @@ memory logic: every method is one RPC.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Self
 
 import grpc
 
 from memsvc_client import results as r
 from memsvc_client.connection import FIT_TIMEOUT, ChatMessage, Connection, MessageLike, fit_fields, messages_fields
-from memsvc_client.convert import from_proto
+from memsvc_client.convert import from_proto, to_proto
 from memsvc_client.errors import from_rpc_error
+from memsvc_client.rpcs import RPCS
 
 
 class Client(Connection):
@@ -160,3 +161,75 @@ class Client(Connection):
 
     def delete_error(self, record_id: str, *, timeout: float | None = None) -> r.DeleteErrorResponse:
         return self._call("DeleteError", {"id": record_id}, timeout)
+
+    # -- ShardService --------------------------------------------------------
+
+    def get_server_info(self, session_id: str = "", *, timeout: float | None = None) -> r.GetServerInfoResponse:
+        """Which server answered (shard name, version, data directory). With `session_id` the call
+        is routed like that session's, and says whether this server stores it or holds it."""
+        return self._call("GetServerInfo", {"session_id": session_id}, timeout)
+
+    def export_session(self, session_id: str, *, page_size: int = 0,
+                       timeout: float | None = None) -> Iterator[r.ExportSessionResponse]:
+        """The session whole, part by part as it streams: its head, its messages in id order a page
+        at a time, then its end (the totals `import_session` checks). `timeout` bounds the whole
+        stream; there is none by default, since a long session takes a while. Not retried."""
+        rpc = RPCS["ExportSession"]
+        request = to_proto(rpc.request, {"session_id": session_id, "page_size": page_size})
+        replies = self.stubs["ExportSession"](request, timeout=timeout, metadata=self.call_metadata(rpc, request))
+        try:
+            for reply in replies:
+                yield from_proto(rpc.result, reply)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        finally:
+            replies.cancel()  # the caller stopped reading: end the call (no-op once it is complete)
+
+    def import_session(self, parts: Iterable[object], *, timeout: float | None = None) -> r.ImportSessionResponse:
+        """Store an exported session on this server, whole or not at all: `parts` are what
+        `export_session` gave (or the lines of `memsvc export`, parsed), in order. Routed by the
+        head's session id. Not retried."""
+        rpc = RPCS["ImportSession"]
+        first, requests = self.import_requests(parts)
+        failed: list[BaseException] = []
+        calls: list[grpc.Future] = []
+
+        def sent() -> Iterator[object]:
+            """The parts; when reading them fails, the call ends (grpcio would wait for more)."""
+            try:
+                yield from requests
+            except GeneratorExit:  # the call ended first (grpcio closes the parts)
+                raise
+            except BaseException as error:
+                failed.append(error)
+                while not calls:
+                    time.sleep(0.001)
+                calls[0].cancel()
+
+        calls.append(self.stubs["ImportSession"].future(sent(), timeout=timeout,
+                                                        metadata=self.call_metadata(rpc, first)))
+        try:
+            reply = calls[0].result()
+        except (grpc.RpcError, grpc.FutureCancelledError) as error:
+            if failed:
+                raise failed[0] from None
+            raise from_rpc_error(error) from None  # type: ignore[arg-type]
+        return from_proto(rpc.result, reply)
+
+    def hold_session(self, session_id: str, *, timeout: float | None = None) -> r.HoldSessionResponse:
+        """Hold a session still while it moves: every call about it is UNAVAILABLE until released."""
+        return self._call("HoldSession", {"session_id": session_id}, timeout)
+
+    def release_session(self, session_id: str, *, drop: bool = False,
+                        timeout: float | None = None) -> r.ReleaseSessionResponse:
+        """End a hold; `drop` removes the session from this server first (it moved away)."""
+        return self._call("ReleaseSession", {"session_id": session_id, "drop": drop}, timeout)
+
+    def list_held_sessions(self, *, page_size: int = 0, page_token: str = "",
+                           timeout: float | None = None) -> r.ListHeldSessionsResponse:
+        return self._call("ListHeldSessions", {"page_size": page_size, "page_token": page_token}, timeout)
+
+    def pause_session_creation(self, seconds: int, *,
+                               timeout: float | None = None) -> r.PauseSessionCreationResponse:
+        """Refuse Appends creating a session for `seconds` (0 ends the pause); it ends by itself."""
+        return self._call("PauseSessionCreation", {"seconds": seconds}, timeout)

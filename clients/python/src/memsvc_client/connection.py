@@ -8,9 +8,10 @@ Must never wait or retry itself: `client` and `aio` run the plan.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -22,6 +23,9 @@ from memsvc_client import results
 from memsvc_client.convert import fields_of, to_proto
 from memsvc_client.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from memsvc_client.rpcs import RPCS, SESSION_METADATA, Rpc
+
+_SHAPES = {(False, False): "unary_unary", (False, True): "unary_stream", (True, False): "stream_unary"}
+"The channel method making each RPC's callable, by (request streaming, response streaming)."
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a call may take, all its attempts included, unless the client or the call says otherwise."""
@@ -105,18 +109,38 @@ class Connection:
             self.channel = self.channels.secure_channel(target, credentials, options=list(options))
         else:
             self.channel = self.channels.insecure_channel(target, options=list(options))
-        self.stubs = {name: self.channel.unary_unary(rpc.path, request_serializer=rpc.request.SerializeToString,
-                                                     response_deserializer=rpc.response.FromString)
+        self.stubs = {name: getattr(self.channel, _SHAPES[rpc.request_streaming, rpc.response_streaming])(
+                          rpc.path, request_serializer=rpc.request.SerializeToString,
+                          response_deserializer=rpc.response.FromString)
                       for name, rpc in RPCS.items()}
 
     def plan(self, name: str, fields: Mapping[str, Any], timeout: float | None, retry: bool | None = None) -> Plan:
         rpc = RPCS[name]
         request = to_proto(rpc.request, fields)
-        metadata = self.metadata
-        session_id = getattr(request, "session_id", "")
-        if rpc.per_session and session_id.isascii() and session_id.isprintable():
-            metadata += ((SESSION_METADATA, session_id),)
         retried = rpc.retry_safe if retry is None else retry
-        return Plan(rpc, request, metadata, time.monotonic() + (timeout or self.timeout),
+        return Plan(rpc, request, self.call_metadata(rpc, request), time.monotonic() + (timeout or self.timeout),
                     self.retry if retried else NO_RETRY)
+
+    def call_metadata(self, rpc: Rpc, request: ProtoMessage) -> tuple[tuple[str, str], ...]:
+        """The token, and the session the request names (a stream's: its first request's)."""
+        session_id = rpc.session_of(request)
+        if session_id and session_id.isascii() and session_id.isprintable():
+            return (*self.metadata, (SESSION_METADATA, session_id))
+        return self.metadata
+
+    def import_requests(self, parts: Iterable[object]) -> tuple[ProtoMessage, Iterator[ProtoMessage]]:
+        """ImportSession's first request, and all of them: parts are an export's results (or dicts,
+        or generated ExportSessionResponse / ImportSessionRequest messages)."""
+        request_class = RPCS["ImportSession"].request
+
+        def request(part: object) -> ProtoMessage:
+            if isinstance(part, ProtoMessage):  # the two messages have the same fields and numbers
+                return request_class.FromString(part.SerializeToString())
+            return to_proto(request_class, part)
+
+        stream = (request(part) for part in parts)
+        first = next(stream, None)
+        if first is None:
+            raise ValueError("import_session needs the parts of an export, starting with its head")
+        return first, itertools.chain([first], stream)
 

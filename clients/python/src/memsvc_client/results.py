@@ -194,6 +194,96 @@ class DeleteErrorResponse:
 
 
 @_result
+class GetServerInfoResponse:
+    """Which server answered: its shard, version and data directory (and, asked about a session,
+    whether it stores or holds it)."""
+
+    shard_name: str = ""
+    version: str = ""
+    contract_version: str = ""
+    data_dir_id: str = ""
+    started_at_unix_nano: int = 0
+    session_stored: bool = False
+    session_held: bool = False
+    held_sessions: int = 0
+    session_creation_paused_until_unix_nano: int = 0
+
+
+@_result
+class SummaryCursor:
+    message_id: int = 0
+    send_at_unix_nano: int = 0
+
+
+@_result
+class SessionHead:
+    """An exported session's state apart from its messages."""
+
+    session_id: str = ""
+    next_id: int = 0
+    first_recent_id: int = 0
+    start_at_unix_nano: int = 0
+    summary_json: str = ""
+    summary_cursor: SummaryCursor | None = None
+    recent_messages: int = 0
+    exported_by: str = ""
+    exported_at_unix_nano: int = 0
+
+
+@_result
+class ExportedMessage:
+    message: Message | None = None
+    idempotency_key: str = ""
+
+
+@_result
+class ExportEnd:
+    messages: int = 0
+    last_id: int = 0
+    sha256: str = ""
+
+
+@_result
+class ExportSessionResponse:
+    """One part of an exported session: the head, then pages of messages, then the end. Also what
+    `import_session` takes."""
+
+    head: SessionHead | None = None
+    messages: list[ExportedMessage] = field(default_factory=list)
+    end: ExportEnd | None = None
+
+
+@_result
+class ImportSessionResponse:
+    session_id: str = ""
+    messages: int = 0
+    sha256: str = ""
+    held: bool = False
+
+
+@_result
+class HoldSessionResponse:
+    stored: bool = False
+
+
+@_result
+class ReleaseSessionResponse:
+    was_held: bool = False
+    deleted: Deleted | None = None
+
+
+@_result
+class ListHeldSessionsResponse:
+    session_ids: list[str] = field(default_factory=list)
+    next_page_token: str = ""
+
+
+@_result
+class PauseSessionCreationResponse:
+    paused_until_unix_nano: int = 0
+
+
+@_result
 class FitStageReport:
     """What one stage of FitContext did: `stage` ("check_threshold", "extract_old_histories",
     "tool_history", "trim_fallback", "raw_tool_fallback") and `outcome` ("compacted", "unchanged",

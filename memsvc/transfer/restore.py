@@ -1,0 +1,155 @@
+"""Importing an exported session whole, or not at all.
+
+Owns the checks on what arrives (a head first, ids increasing below the
+head's next id, each message valid as an Append would take it: roles,
+content, sizes, sender, time, payload JSON; an end whose totals match what
+was received), writing the session into its staging directory as it streams in
+(history.json from the recent messages, summary.json, the cursor, the next
+id) while every message goes to the archive, and the order that makes it
+all-or-nothing: the staging directory exists before the first archive row,
+the archive commits and the cutoff is recorded before the one rename that
+makes the session appear, and anything left by a failure or a crash (the
+staging directory and the rows of a session that is not stored) is removed.
+The id is held while the import runs, so no Append can create the session
+meanwhile. Must never overwrite a stored session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+
+import msgspec
+
+from memsvc.core import durable
+from memsvc.core.config import Settings
+from memsvc.core.errors import AlreadyExists, InvalidArgument, storage_error
+from memsvc.core.ids import check_session_id
+from memsvc.core.records import Record
+from memsvc.core.units import NO_UPPER_BOUND
+from memsvc.summary.cursor import CURSOR_FILE, write_cursor
+from memsvc.transfer.parts import Digest, End, Head, Part
+from memsvc.window.derived import ArchiveOfRecord
+from memsvc.window.incoming import check_idempotency_key, check_message
+from memsvc.window.moves import Moves, Staging
+
+log = logging.getLogger(__name__)
+
+COMMIT_EVERY = 10_000
+"Messages handed to the archive between two waits for its commit: its queue stays bounded."
+
+
+class Imported(msgspec.Struct):
+    session_id: str
+    end: End
+    held: bool
+    "The id was held for the import (a move): it stays refused until released."
+
+
+class Importer:
+    def __init__(self, settings: Settings, moves: Moves, archive: ArchiveOfRecord):
+        self.settings = settings
+        self.moves = moves
+        self.archive = archive
+
+    def recover(self) -> None:
+        """At start: undo the imports a crash stopped half way."""
+        for session_id in self.moves.staged():
+            log.warning("discarding an import a stop interrupted", extra={"session": session_id})
+            self._discard(session_id)
+
+    def restore(self, parts: Iterable[Part]) -> Imported:
+        stream = iter(parts)
+        first = next(stream, None)
+        if first is None or first.head is None or first.records or first.end is not None:
+            raise InvalidArgument("an import starts with the head of an export, alone", reason="IMPORT_HEAD_MISSING")
+        head = first.head
+        session_id = check_session_id(head.session_id)
+        holds = self.moves.holds
+        with holds.transient(session_id):
+            if self.moves.stores(session_id):
+                raise AlreadyExists(f"session {session_id!r} is already stored here: remove it first to import it "
+                                    "again", reason="SESSION_EXISTS")
+            held = holds.durable(session_id)
+            try:
+                end = self._write(head, stream)
+                self.moves.install(session_id)
+            except BaseException:
+                try:
+                    self._discard(session_id)
+                except Exception:  # what is left is removed at the next start (recover)
+                    log.exception("could not remove what a failed import left", extra={"session": session_id})
+                raise
+        log.info("imported session", extra={"session": session_id, "messages": end.messages, "held": held})
+        return Imported(session_id, end, held)
+
+    def _write(self, head: Head, stream: Iterator[Part]) -> End:
+        """Stage the session and commit its archive rows; returns the totals it checked."""
+        session_id = head.session_id
+        staging = self.moves.staging(session_id)
+        if self.archive.messages(session_id, 0, NO_UPPER_BOUND, limit=1):  # rows of an import that failed before
+            self.archive.cleared(session_id)
+        digest, recent, uncommitted = Digest(), 0, 0
+        for part in stream:
+            if part.end is not None:
+                self._check_end(head, part, digest, recent, stream)
+                break
+            if part.head is not None:
+                raise InvalidArgument("an import has one head, in its first part", reason="IMPORT_OUT_OF_ORDER")
+            self._check(head, part.records, digest.last_id)
+            self.archive.appended(session_id, part.records)
+            kept = [record for record in part.records if head.first_recent_id and record.id >= head.first_recent_id]
+            if kept:
+                staging.append(kept)
+            digest.add(part.records)
+            recent += len(kept)
+            uncommitted += len(part.records)
+            if uncommitted >= COMMIT_EVERY:
+                self.archive.flush()
+                uncommitted = 0
+        else:
+            raise InvalidArgument(f"the import of session {session_id!r} ended before its end part: nothing was "
+                                  "stored", reason="IMPORT_INCOMPLETE")
+        self._write_state(head, staging)
+        self.archive.flush()
+        if head.start_at:
+            self.archive.compacted(session_id, head.first_recent_id or head.next_id, head.start_at)
+        return digest.end()
+
+    def _check(self, head: Head, records: list[Record], last_id: int) -> None:
+        """Each message as an Append would check it, ids increasing below the head's next id."""
+        for record in records:
+            where = f"message {record.id} of session {head.session_id!r}"
+            if not last_id < record.id < head.next_id:
+                raise InvalidArgument(f"{where} is out of order: ids must increase, each below next_id "
+                                      f"{head.next_id}", reason="IMPORT_OUT_OF_ORDER")
+            check_message(record, where, self.settings)
+            check_idempotency_key(record.idempotency_key)
+            last_id = record.id
+
+    def _check_end(self, head: Head, part: Part, digest: Digest, recent: int, stream: Iterator[Part]) -> None:
+        if part.records or part.head is not None or next(stream, None) is not None:
+            raise InvalidArgument("the end part comes alone, last", reason="IMPORT_OUT_OF_ORDER")
+        if part.end != digest.end() or recent != head.recent_messages:
+            raise InvalidArgument(
+                f"the import of session {head.session_id!r} does not match its end part (received "
+                f"{digest.messages} messages, {recent} of them recent, up to id {digest.last_id}): the export was "
+                "cut or changed; nothing was stored", reason="IMPORT_MISMATCH")
+
+    def _write_state(self, head: Head, staging: Staging) -> None:
+        """The session's files beside history.json: the id floor, the summary and its cursor."""
+        staging.keep_next_id(head.next_id)
+        try:
+            if head.summary_json:
+                durable.atomic_write(staging.directory / "summary.json", head.summary_json.encode("utf-8"))
+            if head.cursor is not None:
+                write_cursor(staging.directory / CURSOR_FILE,
+                             Record(id=head.cursor.last_id, send_at=head.cursor.send_at))
+        except OSError as exc:
+            raise storage_error(exc, f"importing session {head.session_id}") from exc
+
+    def _discard(self, session_id: str) -> None:
+        """Remove what an import left: its archive rows (the session is not stored), then its staging."""
+        if not self.moves.stores(session_id):
+            self.archive.cleared(session_id)
+        self.moves.discard_staging(session_id)

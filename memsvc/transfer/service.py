@@ -1,0 +1,99 @@
+"""What a shard does about the sessions it stores: say where one is, export, import, hold and release them.
+
+Owns the order of a hold (an interrupted Reset, removal or deletion of the
+session is completed first, and so before an export; a summary run in
+flight on the session finishes next, then the session's writers, then the hold is recorded) and of a
+release with drop (the derived stores are cleared, then the files, and the
+hold ends last, so a crash half way leaves a held session that the next
+release finishes), and the pause of session creation. Must never choose
+which sessions move or where: the resharding tool asks the proxy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Sequence
+
+import msgspec
+
+from memsvc.core.errors import FailedPrecondition
+from memsvc.core.ids import check_session_id
+from memsvc.transfer.export import Exporter, holding
+from memsvc.transfer.parts import Part
+from memsvc.transfer.restore import Imported, Importer
+from memsvc.window.derived import ArchiveOfRecord
+from memsvc.window.lifecycle import Deleted, Lifecycle, SessionHold
+from memsvc.window.listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from memsvc.window.moves import Moves
+from memsvc.window.sessions import Sessions
+
+
+class Placement(msgspec.Struct):
+    stored: bool
+    held: bool
+
+
+class Released(msgspec.Struct):
+    was_held: bool
+    deleted: Deleted | None
+
+
+class Transfers:
+    """`exclusive` are held by a hold and a drop, so other writers of a session's files (the
+    summarizer) finish first."""
+
+    def __init__(self, sessions: Sessions, lifecycle: Lifecycle, moves: Moves, archive: ArchiveOfRecord,
+                 exporter: Exporter, importer: Importer, *, exclusive: Sequence[SessionHold] = ()):
+        self.sessions = sessions
+        self.lifecycle = lifecycle
+        self.moves = moves
+        self.archive = archive
+        self.exporter = exporter
+        self.importer = importer
+        self.exclusive = tuple(exclusive)
+
+    def placement(self, session_id: str) -> Placement:
+        return Placement(self.moves.stores(session_id), self.moves.holds.held(session_id))
+
+    def export(self, session_id: str, page_size: int = 0) -> Generator[Part, None, None]:
+        """The session's parts; a Reset, removal or deletion a crash interrupted is completed first
+        (on the generator's first step, so off the caller's event loop)."""
+        self.lifecycle.finish_interrupted(check_session_id(session_id))
+        yield from self.exporter.export(session_id, page_size)
+
+    def restore(self, parts: Iterable[Part]) -> Imported:
+        return self.importer.restore(parts)
+
+    def hold(self, session_id: str) -> bool:
+        """Hold the session still, once an interrupted Reset, removal or deletion of it is completed;
+        returns whether it is stored here."""
+        self.lifecycle.finish_interrupted(check_session_id(session_id))
+        with holding(self.exclusive, session_id):
+            return self.moves.hold(session_id)
+
+    def release(self, session_id: str, drop: bool) -> Released:
+        """End the session's hold; with `drop`, remove it from every store first (it moved away)."""
+        check_session_id(session_id)
+        deleted = None
+        if drop:
+            if not self.moves.holds.durable(session_id):
+                raise FailedPrecondition(f"session {session_id!r} is not held: only a held session is dropped "
+                                         "(RemoveSession removes a live one)", reason="SESSION_NOT_HELD")
+            deleted = Deleted()
+            with holding(self.exclusive, session_id):
+                for store in self.sessions.derived:
+                    count = store.cleared(session_id)
+                    if store is self.archive:
+                        deleted.archived_messages = count
+                    else:
+                        deleted.vectors += count
+                if self.moves.stores(session_id):
+                    deleted.history_messages, deleted.summary = self.moves.drop(session_id)
+        return Released(self.moves.holds.release(session_id), deleted)
+
+    def held_page(self, page_size: int, page_token: str) -> tuple[list[str], str]:
+        if page_token:
+            check_session_id(page_token)
+        return self.moves.holds.page(min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE), page_token)
+
+    def pause_creation(self, seconds: int) -> int:
+        return self.moves.holds.pause_creation(seconds)

@@ -1,0 +1,108 @@
+"""Sessions on the move: holding one still, reading it while held, and the staging of imports.
+
+Owns the order of a hold (the writes in flight finish, the hold is recorded,
+the open copy leaves memory, so a held session is only ever read from disk),
+the rule that only a held session is read or dropped by a move, and
+`sessions/.importing-<id>/`, where an imported session is written complete
+(history.json and the id floor here; the summary tier's files by their
+owner) before registry.py gives it its place in one rename. Must never touch the
+derived stores or decide what moves: the transfer package does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memsvc.core import durable
+from memsvc.core.errors import FailedPrecondition, storage_error
+from memsvc.core.ids import check_session_id, is_session_id
+from memsvc.core.records import Record
+from memsvc.window import history
+from memsvc.window.session import Session
+from memsvc.window.sessions import Sessions
+
+STAGING_PREFIX = ".importing-"
+
+
+class Moves:
+    def __init__(self, sessions: Sessions):
+        self.sessions = sessions
+        self.holds = sessions.holds
+
+    def stores(self, session_id: str) -> bool:
+        """Whether the session's directory is here, held or not."""
+        return (self.sessions.root / check_session_id(session_id)).is_dir()
+
+    def hold(self, session_id: str) -> bool:
+        """Hold the session once the writes in flight are done; returns whether it is stored here
+        (False: the hold reserves the id for an import)."""
+        if not self.holds.durable(check_session_id(session_id)):
+            with self.sessions.writing(session_id) as session:
+                self.holds.hold(session_id)
+                self.sessions.forget(session)
+        return self.stores(session_id)
+
+    def held_copy(self, session_id: str) -> Session:
+        """The held session as stored, read afresh and never shared: nothing else reads or writes it."""
+        if not self.holds.held(check_session_id(session_id)):
+            raise FailedPrecondition(f"session {session_id!r} is not held: hold it first (HoldSession)",
+                                     reason="SESSION_NOT_HELD")
+        self.sessions.refuse_interrupted(session_id)  # its files are half way through a Reset or deletion
+        return Session(session_id, self.sessions.root / session_id)
+
+    def drop(self, session_id: str) -> tuple[int, bool]:
+        """Delete the held session's files (the caller cleared its derived stores first); returns
+        (messages that were in history.json, whether it had a summary)."""
+        session = self.held_copy(session_id)
+        removed = len(session.records), session.summary_path.exists()
+        self.sessions.remove(session)
+        return removed
+
+    # -- imports -----------------------------------------------------------------
+
+    def staging(self, session_id: str) -> Staging:
+        """An empty session directory to write an import into, on the data root's file system."""
+        path = self._staging_path(session_id)
+        try:
+            durable.remove_tree(path)
+            durable.ensure_dir(path)
+        except OSError as exc:
+            raise storage_error(exc, f"importing session {session_id}") from exc
+        return Staging(session_id, path)
+
+    def install(self, session_id: str) -> None:
+        self.sessions.install(session_id, self._staging_path(session_id))
+
+    def staged(self) -> list[str]:
+        """Sessions whose import stopped before it was installed (a crash): their staging is left."""
+        return [entry.name[len(STAGING_PREFIX):] for entry in self.sessions.root.iterdir()
+                if entry.name.startswith(STAGING_PREFIX) and is_session_id(entry.name[len(STAGING_PREFIX):])]
+
+    def discard_staging(self, session_id: str) -> None:
+        durable.remove_tree(self._staging_path(session_id))
+
+    def _staging_path(self, session_id: str) -> Path:
+        return self.sessions.root / f"{STAGING_PREFIX}{check_session_id(session_id)}"
+
+
+class Staging:
+    """An imported session's directory while it is written: its recent messages and id floor."""
+
+    def __init__(self, session_id: str, directory: Path):
+        self.session_id = session_id
+        self.directory = directory
+        self._size = 0
+
+    def append(self, records: list[Record]) -> None:
+        """Add messages at the end of history.json, durably."""
+        try:
+            self._size = history.append(self.directory / "history.json", self._size, records)
+        except OSError as exc:
+            raise storage_error(exc, f"importing session {self.session_id}") from exc
+
+    def keep_next_id(self, next_id: int) -> None:
+        """Ids go on from `next_id`, whatever history.json holds (they never repeat in a session)."""
+        try:
+            durable.atomic_write(self.directory / ".next_id", str(next_id).encode())
+        except OSError as exc:
+            raise storage_error(exc, f"importing session {self.session_id}") from exc

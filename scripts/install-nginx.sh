@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs Debian's nginx for the sharding tests, which start proxies of their
+# own from deploy/nginx/nginx.conf on free ports (tests/support/nginx.py).
+# Does nothing when it is present; leaves no service running (Debian's package
+# would otherwise start one with its default configuration and keep it up);
+# must never fetch from anywhere but the Debian archive.
+set -euo pipefail
+
+dpkg-query -W -f='${Status}' nginx 2>/dev/null | grep -q 'ok installed' && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+  echo "the sharding tests need Debian's nginx package" >&2
+  echo "install it as root: apt-get update && apt-get install --no-install-recommends nginx" >&2
+  exit 1
+fi
+echo "installing nginx" >&2
+# invoke-rc.d asks policy-rc.d whether a package may start its service: 101 says no. An
+# existing policy is the machine's and is left as it was.
+policy=/usr/sbin/policy-rc.d
+added=""
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+  added=1
+fi
+trap 'if [ -n "$added" ]; then rm -f "$policy"; fi' EXIT
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null
