@@ -179,7 +179,8 @@ def test_an_export_streams_in_pages_and_never_holds_the_session_whole(tmp_path: 
         app.lifecycle.compact("long")
         app.archive.flush()
         deadline = time.monotonic() + 120
-        while not app.vectors.ready("long") and time.monotonic() < deadline:  # its embedding is not the export's
+        # Its embedding is not the export's.
+        while app.vectors.ready_rows("long") is None and time.monotonic() < deadline:
             time.sleep(0.1)
         tracemalloc.start()
         count, largest = 0, 0
