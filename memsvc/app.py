@@ -15,6 +15,7 @@ from memsvc.core.units import seconds_to_nanos
 from memsvc.lessons.store import Lessons
 from memsvc.runtime.jobs import Scheduler
 from memsvc.search.hybrid import HybridSearch
+from memsvc.search import rerank
 from memsvc.search.keyword import KeywordSearch
 from memsvc.search.searcher import Searcher
 from memsvc.search.semantic import SemanticSearch
@@ -36,6 +37,7 @@ class App:
         summary_model, decision_model = self.models = llm.models(settings)
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
+        self.reranker = rerank.from_settings(settings)
         self.jobs = Scheduler()
 
         self.archive = Archive(settings.store_dir, settings.archive_commit_seconds)
@@ -52,7 +54,7 @@ class App:
 
         keyword = KeywordSearch(self.sessions, self.archive)
         semantic = SemanticSearch(self.sessions, self.vectors, self.embedder)
-        self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic))
+        self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic, self.reranker))
 
         offset = seconds_to_nanos(settings.clock_offset_seconds)
         self.lessons = Lessons(settings.store_dir / "lessons.sqlite3", ttl_days=settings.error_ttl_days,
@@ -69,6 +71,7 @@ class App:
         self.jobs.stop()
         for model in filter(None, self.models):
             model.endpoint.close()
+        self.reranker.close()
         self.lifecycle.close()
         self.archive.close()
         self.vectors.close()

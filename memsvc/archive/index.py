@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 import tantivy
 
-from memsvc.archive import keywords
+from memsvc.archive import keywords, reindex
 from memsvc.core import durable, failpoints
 from memsvc.core.errors import Unavailable
 from memsvc.core.records import Record
@@ -62,9 +62,11 @@ class Archive:
     def __init__(self, store_dir: Path, commit_interval: float = 0.05):
         self.directory = store_dir / "archive"
         index_dir = self.directory / "index"
-        durable.ensure_dir(index_dir)
         self.commit_interval = commit_interval
         self.schema = _schema()
+        durable.ensure_dir(self.directory)
+        reindex.ensure_current(self.directory, self.schema)  # before index/ may be created empty
+        durable.ensure_dir(index_dir)
         self.index = tantivy.Index(self.schema, path=str(index_dir))
         self.index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
         self.meta_path = self.directory / "cutoffs.json"
@@ -248,46 +250,44 @@ class Archive:
         """Archived messages of a session (committed ones)."""
         return self._count(session_id)
 
-    def search(self, session_id: str, words: list[keywords.Word], below_id: int, since: int, until: int,
+    def search(self, session_id: str, query: keywords.KeywordQuery, below_id: int, since: int, until: int,
                limit: int) -> list[tuple[Record, float]]:
-        """The best `limit` archived messages with id < below_id containing every word."""
-        if below_id <= 1:
+        """The best `limit` archived messages with id < below_id matching `query`, by BM25."""
+        if below_id <= 1 or not query:
             return []
-        clauses = [(tantivy.Occur.Must, self._session(session_id)),
-                   (tantivy.Occur.Must, self._id_range(0, below_id - 1))]
-        for word in words:
-            clauses.extend(self._word(word))
+        # The session and id bounds only filter: scoring 0, they leave BM25 alone (recent messages lack them).
+        clauses = [(tantivy.Occur.Must, tantivy.Query.const_score_query(self._session(session_id), 0.0)),
+                   (tantivy.Occur.Must, tantivy.Query.const_score_query(self._id_range(0, below_id - 1), 0.0))]
+        clauses += [(tantivy.Occur.Must, self._term(term)) for term in query.required]
+        ranked = [(tantivy.Occur.Should, self._term(term)) for term in query.optional]
+        if query.required:
+            clauses += ranked
+        elif ranked:
+            # Nested, so that at least one optional term must match.
+            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(ranked)))
         searcher = self.index.searcher()
         if since <= 0 and until >= NO_UPPER_BOUND:
             hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=limit, count=False).hits
             return [(_record(searcher.doc(address)), score) for score, address in hits]
-        # A range over send_at scans its column for the whole index; when the words match few
+        # A range over send_at scans its column for the whole index; when the terms match few
         # messages of the session it is cheaper to read those and check their times.
         few = searcher.search(tantivy.Query.boolean_query(clauses), limit=TIME_FILTER_IN_MEMORY, count=True)
         if _total(few) <= TIME_FILTER_IN_MEMORY:
             found = [(_record(searcher.doc(address)), score) for score, address in few.hits]
             return [(record, score) for record, score in found if since <= record.send_at < until][:limit]
-        clauses.append((tantivy.Occur.Must, tantivy.Query.range_query(
-            self.schema, "send_at", tantivy.FieldType.Integer, since, until, include_upper=False)))
+        clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tantivy.Query.range_query(
+            self.schema, "send_at", tantivy.FieldType.Integer, since, until, include_upper=False), 0.0)))
         hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=limit, count=False).hits
         return [(_record(searcher.doc(address)), score) for score, address in hits]
 
-    def _word(self, word: keywords.Word) -> list[tuple[tantivy.Occur, tantivy.Query]]:
-        if word.is_prefix:
-            # The prefix clause decides the match (scoring 0); the exact term, when present, gives BM25.
-            token = word.tokens[0]
-            # A prefix automaton: a regex would be compiled per query (~170 us a word).
-            prefix = tantivy.Query.fuzzy_term_query(self.schema, "content", token, distance=0, prefix=True)
-            return [(tantivy.Occur.Must, tantivy.Query.const_score_query(prefix, 0.0)),
-                    (tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "content", token))]
-        if len(word.tokens) == 1:
-            return [(tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "content", word.tokens[0]))]
-        return [(tantivy.Occur.Must, tantivy.Query.phrase_query(self.schema, "content", list(word.tokens)))]
+    def _term(self, term: keywords.Term) -> tantivy.Query:
+        if len(term.tokens) == 1:
+            return tantivy.Query.term_query(self.schema, "content", term.tokens[0])
+        return tantivy.Query.phrase_query(self.schema, "content", list(term.tokens))
 
-    def statistics(self, words: list[keywords.Word]) -> tuple[dict[str, int], int]:
+    def statistics(self, tokens: set[str]) -> tuple[dict[str, int], int]:
         """Document frequency of each token and the number of documents, for scoring recent messages."""
         searcher = self.index.searcher()
-        tokens = {token for word in words for token in word.tokens}
         return {token: searcher.doc_freq("content", token) for token in tokens}, searcher.num_docs
 
     def start_at(self, session_id: str) -> int:

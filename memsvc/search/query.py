@@ -41,6 +41,10 @@ class Query(msgspec.Struct, kw_only=True):
     "Semantic: also return messages of the current window."
     vector: list[float] = []
     "Semantic: a query embedding supplied by the client."
+    require_all_words: bool = False
+    "Keyword and hybrid: every word of the query must appear (a CJK run as it is)."
+    with_context: bool = False
+    "Keyword: each hit with its neighbours, in runs (semantic and hybrid always expand)."
 
 
 class Hit(msgspec.Struct):

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16memsvc/v1/memory.proto\x12\tmemsvc.v1\"\x83\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x1d\n\x04role\x18\x02 \x01(\x0e\x32\x0f.memsvc.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0e\n\x06sender\x18\x04 \x01(\t\x12\x19\n\x11send_at_unix_nano\x18\x05 \x01(\x03\x12\x11\n\tembedding\x18\x06 \x03(\x02\"b\n\rAppendRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x08messages\x18\x02 \x03(\x0b\x32\x12.memsvc.v1.Message\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"H\n\x0e\x41ppendResponse\x12$\n\x08messages\x18\x01 \x03(\x0b\x32\x12.memsvc.v1.Message\x12\x10\n\x08replayed\x18\x02 \x01(\x08\"=\n\x11GetContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0crequest_text\x18\x02 \x01(\t\"\x87\x01\n\x12GetContextResponse\x12\"\n\x06window\x18\x01 \x03(\x0b\x32\x12.memsvc.v1.Message\x12(\n\x0cturn_context\x18\x02 \x01(\x0b\x32\x12.memsvc.v1.Message\x12#\n\x07summary\x18\x03 \x01(\x0b\x32\x12.memsvc.v1.Summary\"\x9d\x01\n\x07Summary\x12\x15\n\rkey_decisions\x18\x01 \x03(\t\x12\x33\n\x10past_discussions\x18\x02 \x03(\x0b\x32\x19.memsvc.v1.PastDiscussion\x12\x38\n\x12\x63urrent_discussion\x18\x03 \x01(\x0b\x32\x1c.memsvc.v1.CurrentDiscussion\x12\x0c\n\x04json\x18\x04 \x01(\t\"_\n\x0ePastDiscussion\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x11\n\tdirection\x18\x03 \x01(\t\x12\x16\n\x0elast_discussed\x18\x04 \x01(\t\"`\n\x11\x43urrentDiscussion\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x14\n\x0cperspectives\x18\x03 \x01(\t\x12\x11\n\tdirection\x18\x04 \x01(\t\"\xef\x01\n\rSearchRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x1f\n\x05match\x18\x03 \x01(\x0e\x32\x10.memsvc.v1.Match\x12\r\n\x05limit\x18\x04 \x01(\r\x12(\n\ntime_range\x18\x05 \x01(\x0e\x32\x14.memsvc.v1.TimeRange\x12\x17\n\x0fsince_unix_nano\x18\x06 \x01(\x03\x12\x17\n\x0funtil_unix_nano\x18\x07 \x01(\x03\x12\x16\n\x0einclude_window\x18\x08 \x01(\x08\x12\x17\n\x0fquery_embedding\x18\t \x03(\x02\"H\n\x0eSearchResponse\x12\"\n\x04hits\x18\x01 \x03(\x0b\x32\x14.memsvc.v1.SearchHit\x12\x12\n\nunsearched\x18\x02 \x01(\r\"\x83\x01\n\tSearchHit\x12#\n\x07message\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Message\x12!\n\x06source\x18\x02 \x01(\x0e\x32\x11.memsvc.v1.Source\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x12\n\nis_context\x18\x04 \x01(\x08\x12\x0b\n\x03run\x18\x05 \x01(\r\"$\n\x0e\x43ompactRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\">\n\x0f\x43ompactResponse\x12\x0f\n\x07removed\x18\x01 \x01(\r\x12\x1a\n\x12start_at_unix_nano\x18\x02 \x01(\x03\"&\n\x10SummarizeRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"G\n\x11SummarizeResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\r\x12#\n\x07summary\x18\x02 \x01(\x0b\x32\x12.memsvc.v1.Summary\"\'\n\x11GetSummaryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"S\n\x12GetSummaryResponse\x12#\n\x07summary\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Summary\x12\x18\n\x10\x63ursor_unix_nano\x18\x02 \x01(\x03\"F\n\x0cResetRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\"\n\x04mode\x18\x02 \x01(\x0e\x32\x14.memsvc.v1.ResetMode\"4\n\rResetResponse\x12#\n\x07\x64\x65leted\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Deleted\"*\n\x14RemoveSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"<\n\x15RemoveSessionResponse\x12#\n\x07\x64\x65leted\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Deleted\"`\n\x07\x44\x65leted\x12\x18\n\x10history_messages\x18\x01 \x01(\r\x12\x19\n\x11\x61rchived_messages\x18\x02 \x01(\r\x12\x0f\n\x07vectors\x18\x03 \x01(\r\x12\x0f\n\x07summary\x18\x04 \x01(\x08\"<\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x14ListSessionsResponse\x12(\n\x08sessions\x18\x01 \x03(\x0b\x32\x16.memsvc.v1.SessionInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x83\x01\n\x0bSessionInfo\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rmessage_count\x18\x02 \x01(\r\x12\x15\n\rhistory_bytes\x18\x03 \x01(\x04\x12\x1d\n\x15last_append_unix_nano\x18\x04 \x01(\x03\x12\x13\n\x0bhas_summary\x18\x05 \x01(\x08*?\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02*W\n\x05Match\x12\x15\n\x11MATCH_UNSPECIFIED\x10\x00\x12\x12\n\x0eMATCH_SEMANTIC\x10\x01\x12\x11\n\rMATCH_KEYWORD\x10\x02\x12\x10\n\x0cMATCH_HYBRID\x10\x03*\x8f\x01\n\tTimeRange\x12\x1a\n\x16TIME_RANGE_UNSPECIFIED\x10\x00\x12\x12\n\x0eTIME_RANGE_ALL\x10\x01\x12\x12\n\x0eTIME_RANGE_DAY\x10\x02\x12\x13\n\x0fTIME_RANGE_WEEK\x10\x03\x12\x14\n\x10TIME_RANGE_MONTH\x10\x04\x12\x13\n\x0fTIME_RANGE_YEAR\x10\x05*G\n\x06Source\x12\x16\n\x12SOURCE_UNSPECIFIED\x10\x00\x12\x11\n\rSOURCE_RECENT\x10\x01\x12\x12\n\x0eSOURCE_ARCHIVE\x10\x02*S\n\tResetMode\x12\x1a\n\x16RESET_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12RESET_MODE_SUMMARY\x10\x01\x12\x12\n\x0eRESET_MODE_ALL\x10\x02\x32\x8e\x05\n\rMemoryService\x12=\n\x06\x41ppend\x12\x18.memsvc.v1.AppendRequest\x1a\x19.memsvc.v1.AppendResponse\x12I\n\nGetContext\x12\x1c.memsvc.v1.GetContextRequest\x1a\x1d.memsvc.v1.GetContextResponse\x12=\n\x06Search\x12\x18.memsvc.v1.SearchRequest\x1a\x19.memsvc.v1.SearchResponse\x12@\n\x07\x43ompact\x12\x19.memsvc.v1.CompactRequest\x1a\x1a.memsvc.v1.CompactResponse\x12\x46\n\tSummarize\x12\x1b.memsvc.v1.SummarizeRequest\x1a\x1c.memsvc.v1.SummarizeResponse\x12I\n\nGetSummary\x12\x1c.memsvc.v1.GetSummaryRequest\x1a\x1d.memsvc.v1.GetSummaryResponse\x12:\n\x05Reset\x12\x17.memsvc.v1.ResetRequest\x1a\x18.memsvc.v1.ResetResponse\x12R\n\rRemoveSession\x12\x1f.memsvc.v1.RemoveSessionRequest\x1a .memsvc.v1.RemoveSessionResponse\x12O\n\x0cListSessions\x12\x1e.memsvc.v1.ListSessionsRequest\x1a\x1f.memsvc.v1.ListSessionsResponseB)Z\'memsvc.dev/clients/go/memsvcv1;memsvcv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16memsvc/v1/memory.proto\x12\tmemsvc.v1\"\x83\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x1d\n\x04role\x18\x02 \x01(\x0e\x32\x0f.memsvc.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0e\n\x06sender\x18\x04 \x01(\t\x12\x19\n\x11send_at_unix_nano\x18\x05 \x01(\x03\x12\x11\n\tembedding\x18\x06 \x03(\x02\"b\n\rAppendRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x08messages\x18\x02 \x03(\x0b\x32\x12.memsvc.v1.Message\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"H\n\x0e\x41ppendResponse\x12$\n\x08messages\x18\x01 \x03(\x0b\x32\x12.memsvc.v1.Message\x12\x10\n\x08replayed\x18\x02 \x01(\x08\"=\n\x11GetContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0crequest_text\x18\x02 \x01(\t\"\x87\x01\n\x12GetContextResponse\x12\"\n\x06window\x18\x01 \x03(\x0b\x32\x12.memsvc.v1.Message\x12(\n\x0cturn_context\x18\x02 \x01(\x0b\x32\x12.memsvc.v1.Message\x12#\n\x07summary\x18\x03 \x01(\x0b\x32\x12.memsvc.v1.Summary\"\x9d\x01\n\x07Summary\x12\x15\n\rkey_decisions\x18\x01 \x03(\t\x12\x33\n\x10past_discussions\x18\x02 \x03(\x0b\x32\x19.memsvc.v1.PastDiscussion\x12\x38\n\x12\x63urrent_discussion\x18\x03 \x01(\x0b\x32\x1c.memsvc.v1.CurrentDiscussion\x12\x0c\n\x04json\x18\x04 \x01(\t\"_\n\x0ePastDiscussion\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x11\n\tdirection\x18\x03 \x01(\t\x12\x16\n\x0elast_discussed\x18\x04 \x01(\t\"`\n\x11\x43urrentDiscussion\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x14\n\x0cperspectives\x18\x03 \x01(\t\x12\x11\n\tdirection\x18\x04 \x01(\t\"\xa0\x02\n\rSearchRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x1f\n\x05match\x18\x03 \x01(\x0e\x32\x10.memsvc.v1.Match\x12\r\n\x05limit\x18\x04 \x01(\r\x12(\n\ntime_range\x18\x05 \x01(\x0e\x32\x14.memsvc.v1.TimeRange\x12\x17\n\x0fsince_unix_nano\x18\x06 \x01(\x03\x12\x17\n\x0funtil_unix_nano\x18\x07 \x01(\x03\x12\x16\n\x0einclude_window\x18\x08 \x01(\x08\x12\x17\n\x0fquery_embedding\x18\t \x03(\x02\x12\x19\n\x11require_all_words\x18\n \x01(\x08\x12\x14\n\x0cwith_context\x18\x0b \x01(\x08\"H\n\x0eSearchResponse\x12\"\n\x04hits\x18\x01 \x03(\x0b\x32\x14.memsvc.v1.SearchHit\x12\x12\n\nunsearched\x18\x02 \x01(\r\"\x83\x01\n\tSearchHit\x12#\n\x07message\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Message\x12!\n\x06source\x18\x02 \x01(\x0e\x32\x11.memsvc.v1.Source\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x12\n\nis_context\x18\x04 \x01(\x08\x12\x0b\n\x03run\x18\x05 \x01(\r\"$\n\x0e\x43ompactRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\">\n\x0f\x43ompactResponse\x12\x0f\n\x07removed\x18\x01 \x01(\r\x12\x1a\n\x12start_at_unix_nano\x18\x02 \x01(\x03\"&\n\x10SummarizeRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"G\n\x11SummarizeResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\r\x12#\n\x07summary\x18\x02 \x01(\x0b\x32\x12.memsvc.v1.Summary\"\'\n\x11GetSummaryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"S\n\x12GetSummaryResponse\x12#\n\x07summary\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Summary\x12\x18\n\x10\x63ursor_unix_nano\x18\x02 \x01(\x03\"F\n\x0cResetRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\"\n\x04mode\x18\x02 \x01(\x0e\x32\x14.memsvc.v1.ResetMode\"4\n\rResetResponse\x12#\n\x07\x64\x65leted\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Deleted\"*\n\x14RemoveSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"<\n\x15RemoveSessionResponse\x12#\n\x07\x64\x65leted\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Deleted\"`\n\x07\x44\x65leted\x12\x18\n\x10history_messages\x18\x01 \x01(\r\x12\x19\n\x11\x61rchived_messages\x18\x02 \x01(\r\x12\x0f\n\x07vectors\x18\x03 \x01(\r\x12\x0f\n\x07summary\x18\x04 \x01(\x08\"<\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x14ListSessionsResponse\x12(\n\x08sessions\x18\x01 \x03(\x0b\x32\x16.memsvc.v1.SessionInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x83\x01\n\x0bSessionInfo\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rmessage_count\x18\x02 \x01(\r\x12\x15\n\rhistory_bytes\x18\x03 \x01(\x04\x12\x1d\n\x15last_append_unix_nano\x18\x04 \x01(\x03\x12\x13\n\x0bhas_summary\x18\x05 \x01(\x08*?\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02*W\n\x05Match\x12\x15\n\x11MATCH_UNSPECIFIED\x10\x00\x12\x12\n\x0eMATCH_SEMANTIC\x10\x01\x12\x11\n\rMATCH_KEYWORD\x10\x02\x12\x10\n\x0cMATCH_HYBRID\x10\x03*\x8f\x01\n\tTimeRange\x12\x1a\n\x16TIME_RANGE_UNSPECIFIED\x10\x00\x12\x12\n\x0eTIME_RANGE_ALL\x10\x01\x12\x12\n\x0eTIME_RANGE_DAY\x10\x02\x12\x13\n\x0fTIME_RANGE_WEEK\x10\x03\x12\x14\n\x10TIME_RANGE_MONTH\x10\x04\x12\x13\n\x0fTIME_RANGE_YEAR\x10\x05*G\n\x06Source\x12\x16\n\x12SOURCE_UNSPECIFIED\x10\x00\x12\x11\n\rSOURCE_RECENT\x10\x01\x12\x12\n\x0eSOURCE_ARCHIVE\x10\x02*S\n\tResetMode\x12\x1a\n\x16RESET_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12RESET_MODE_SUMMARY\x10\x01\x12\x12\n\x0eRESET_MODE_ALL\x10\x02\x32\x8e\x05\n\rMemoryService\x12=\n\x06\x41ppend\x12\x18.memsvc.v1.AppendRequest\x1a\x19.memsvc.v1.AppendResponse\x12I\n\nGetContext\x12\x1c.memsvc.v1.GetContextRequest\x1a\x1d.memsvc.v1.GetContextResponse\x12=\n\x06Search\x12\x18.memsvc.v1.SearchRequest\x1a\x19.memsvc.v1.SearchResponse\x12@\n\x07\x43ompact\x12\x19.memsvc.v1.CompactRequest\x1a\x1a.memsvc.v1.CompactResponse\x12\x46\n\tSummarize\x12\x1b.memsvc.v1.SummarizeRequest\x1a\x1c.memsvc.v1.SummarizeResponse\x12I\n\nGetSummary\x12\x1c.memsvc.v1.GetSummaryRequest\x1a\x1d.memsvc.v1.GetSummaryResponse\x12:\n\x05Reset\x12\x17.memsvc.v1.ResetRequest\x1a\x18.memsvc.v1.ResetResponse\x12R\n\rRemoveSession\x12\x1f.memsvc.v1.RemoveSessionRequest\x1a .memsvc.v1.RemoveSessionResponse\x12O\n\x0cListSessions\x12\x1e.memsvc.v1.ListSessionsRequest\x1a\x1f.memsvc.v1.ListSessionsResponseB)Z\'memsvc.dev/clients/go/memsvcv1;memsvcv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,16 +32,16 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memsvc.v1.memory_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z\'memsvc.dev/clients/go/memsvcv1;memsvcv1'
-  _globals['_ROLE']._serialized_start=2309
-  _globals['_ROLE']._serialized_end=2372
-  _globals['_MATCH']._serialized_start=2374
-  _globals['_MATCH']._serialized_end=2461
-  _globals['_TIMERANGE']._serialized_start=2464
-  _globals['_TIMERANGE']._serialized_end=2607
-  _globals['_SOURCE']._serialized_start=2609
-  _globals['_SOURCE']._serialized_end=2680
-  _globals['_RESETMODE']._serialized_start=2682
-  _globals['_RESETMODE']._serialized_end=2765
+  _globals['_ROLE']._serialized_start=2358
+  _globals['_ROLE']._serialized_end=2421
+  _globals['_MATCH']._serialized_start=2423
+  _globals['_MATCH']._serialized_end=2510
+  _globals['_TIMERANGE']._serialized_start=2513
+  _globals['_TIMERANGE']._serialized_end=2656
+  _globals['_SOURCE']._serialized_start=2658
+  _globals['_SOURCE']._serialized_end=2729
+  _globals['_RESETMODE']._serialized_start=2731
+  _globals['_RESETMODE']._serialized_end=2814
   _globals['_MESSAGE']._serialized_start=38
   _globals['_MESSAGE']._serialized_end=169
   _globals['_APPENDREQUEST']._serialized_start=171
@@ -59,39 +59,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CURRENTDISCUSSION']._serialized_start=803
   _globals['_CURRENTDISCUSSION']._serialized_end=899
   _globals['_SEARCHREQUEST']._serialized_start=902
-  _globals['_SEARCHREQUEST']._serialized_end=1141
-  _globals['_SEARCHRESPONSE']._serialized_start=1143
-  _globals['_SEARCHRESPONSE']._serialized_end=1215
-  _globals['_SEARCHHIT']._serialized_start=1218
-  _globals['_SEARCHHIT']._serialized_end=1349
-  _globals['_COMPACTREQUEST']._serialized_start=1351
-  _globals['_COMPACTREQUEST']._serialized_end=1387
-  _globals['_COMPACTRESPONSE']._serialized_start=1389
-  _globals['_COMPACTRESPONSE']._serialized_end=1451
-  _globals['_SUMMARIZEREQUEST']._serialized_start=1453
-  _globals['_SUMMARIZEREQUEST']._serialized_end=1491
-  _globals['_SUMMARIZERESPONSE']._serialized_start=1493
-  _globals['_SUMMARIZERESPONSE']._serialized_end=1564
-  _globals['_GETSUMMARYREQUEST']._serialized_start=1566
-  _globals['_GETSUMMARYREQUEST']._serialized_end=1605
-  _globals['_GETSUMMARYRESPONSE']._serialized_start=1607
-  _globals['_GETSUMMARYRESPONSE']._serialized_end=1690
-  _globals['_RESETREQUEST']._serialized_start=1692
-  _globals['_RESETREQUEST']._serialized_end=1762
-  _globals['_RESETRESPONSE']._serialized_start=1764
-  _globals['_RESETRESPONSE']._serialized_end=1816
-  _globals['_REMOVESESSIONREQUEST']._serialized_start=1818
-  _globals['_REMOVESESSIONREQUEST']._serialized_end=1860
-  _globals['_REMOVESESSIONRESPONSE']._serialized_start=1862
-  _globals['_REMOVESESSIONRESPONSE']._serialized_end=1922
-  _globals['_DELETED']._serialized_start=1924
-  _globals['_DELETED']._serialized_end=2020
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=2022
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=2082
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=2084
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2173
-  _globals['_SESSIONINFO']._serialized_start=2176
-  _globals['_SESSIONINFO']._serialized_end=2307
-  _globals['_MEMORYSERVICE']._serialized_start=2768
-  _globals['_MEMORYSERVICE']._serialized_end=3422
+  _globals['_SEARCHREQUEST']._serialized_end=1190
+  _globals['_SEARCHRESPONSE']._serialized_start=1192
+  _globals['_SEARCHRESPONSE']._serialized_end=1264
+  _globals['_SEARCHHIT']._serialized_start=1267
+  _globals['_SEARCHHIT']._serialized_end=1398
+  _globals['_COMPACTREQUEST']._serialized_start=1400
+  _globals['_COMPACTREQUEST']._serialized_end=1436
+  _globals['_COMPACTRESPONSE']._serialized_start=1438
+  _globals['_COMPACTRESPONSE']._serialized_end=1500
+  _globals['_SUMMARIZEREQUEST']._serialized_start=1502
+  _globals['_SUMMARIZEREQUEST']._serialized_end=1540
+  _globals['_SUMMARIZERESPONSE']._serialized_start=1542
+  _globals['_SUMMARIZERESPONSE']._serialized_end=1613
+  _globals['_GETSUMMARYREQUEST']._serialized_start=1615
+  _globals['_GETSUMMARYREQUEST']._serialized_end=1654
+  _globals['_GETSUMMARYRESPONSE']._serialized_start=1656
+  _globals['_GETSUMMARYRESPONSE']._serialized_end=1739
+  _globals['_RESETREQUEST']._serialized_start=1741
+  _globals['_RESETREQUEST']._serialized_end=1811
+  _globals['_RESETRESPONSE']._serialized_start=1813
+  _globals['_RESETRESPONSE']._serialized_end=1865
+  _globals['_REMOVESESSIONREQUEST']._serialized_start=1867
+  _globals['_REMOVESESSIONREQUEST']._serialized_end=1909
+  _globals['_REMOVESESSIONRESPONSE']._serialized_start=1911
+  _globals['_REMOVESESSIONRESPONSE']._serialized_end=1971
+  _globals['_DELETED']._serialized_start=1973
+  _globals['_DELETED']._serialized_end=2069
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=2071
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=2131
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=2133
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2222
+  _globals['_SESSIONINFO']._serialized_start=2225
+  _globals['_SESSIONINFO']._serialized_end=2356
+  _globals['_MEMORYSERVICE']._serialized_start=2817
+  _globals['_MEMORYSERVICE']._serialized_end=3471
 # @@protoc_insertion_point(module_scope)
