@@ -14,8 +14,8 @@ from memsvc.core.config import Settings
 from memsvc.core.units import seconds_to_nanos
 from memsvc.lessons.store import Lessons
 from memsvc.runtime.jobs import Scheduler
-from memsvc.search.hybrid import HybridSearch
 from memsvc.search import rerank
+from memsvc.search.hybrid import HybridSearch
 from memsvc.search.keyword import KeywordSearch
 from memsvc.search.searcher import Searcher
 from memsvc.search.semantic import SemanticSearch

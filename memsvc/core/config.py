@@ -199,7 +199,8 @@ def load(flags: dict[str, Any] | None = None, environ: dict[str, str] | None = N
 def _check(settings: Settings) -> None:
     positive = ("max_history_messages", "max_history_bytes", "max_message_bytes", "max_request_bytes",
                 "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
-                "embedding_timeout_seconds", "reranker_timeout_seconds", "vector_rebuild_rows", "vector_trees", "vector_search_k",
+                "embedding_timeout_seconds", "reranker_timeout_seconds", "vector_rebuild_rows", "vector_trees",
+                "vector_search_k",
                 "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions", "max_concurrent_rpcs")
     for name in positive:
         if getattr(settings, name) <= 0:

@@ -1,0 +1,59 @@
+"""An archive built with the first analyzer (lowercase, no stemming) is re-indexed on open, losing nothing."""
+
+import os
+
+from memsvc.archive import keywords, reindex
+from memsvc.archive.index import Archive, _schema
+from tests.support.archives import old_archive
+
+
+def found(archive: Archive, session: str, query: str) -> list[int]:
+    return [record.id for record, _ in archive.search(session, keywords.parse(query), 10**6, 0, 2**63 - 1, 32)]
+
+
+def test_an_old_archive_is_reindexed_from_its_own_messages(tmp_path):
+    store = tmp_path / ".store"
+    old_archive(store, {"s": ["we deployed the fixes", "nothing here", "沙盒測試"], "t": ["deploying later"]})
+    assert not (store / "archive" / reindex.VERSION_FILE).exists()
+    archive = Archive(store)
+    try:
+        assert archive.count("s") == 3 and archive.count("t") == 1
+        assert found(archive, "s", "deploy") == [1] and found(archive, "t", "deploys") == [1]
+        assert found(archive, "s", "沙盒") == [3]
+        contents = [r.content for r in archive.messages("s", 0, 10)]
+        assert contents == ["we deployed the fixes", "nothing here", "沙盒測試"]
+    finally:
+        archive.close()
+    assert not [p for p in (store / "archive").iterdir() if p.name.startswith("index.")]
+    reopened = Archive(store)  # the version is recorded: no second re-index
+    try:
+        assert found(reopened, "s", "deploy") == [1]
+    finally:
+        reopened.close()
+
+
+def test_a_start_that_stopped_between_the_renames_finishes_the_switch(tmp_path):
+    store = tmp_path / ".store"
+    old_archive(store, {"s": ["we deployed the fixes"]})
+    directory = store / "archive"
+    schema = _schema()
+    reindex._copy(directory / "index", directory / "index.reindex", schema)
+    (directory / "index.reindex" / reindex._COMPLETE_MARK).write_text(str(keywords.ANALYZER_VERSION))
+    os.replace(directory / "index", directory / "index.previous")  # stopped here
+    archive = Archive(store)
+    try:
+        assert found(archive, "s", "deploying") == [1]
+    finally:
+        archive.close()
+    assert sorted(p.name for p in directory.iterdir()) == ["analyzer.json", "index"]
+
+
+def test_a_re_index_that_did_not_finish_starts_over(tmp_path):
+    store = tmp_path / ".store"
+    old_archive(store, {"s": ["we deployed the fixes", "and more"]})
+    (store / "archive" / "index.reindex").mkdir()  # a copy that stopped half way
+    archive = Archive(store)
+    try:
+        assert archive.count("s") == 2 and found(archive, "s", "deploying") == [1]
+    finally:
+        archive.close()
