@@ -50,12 +50,13 @@ class Fts5:
             words = [word for word in words if word not in keywords.STOP_WORDS] or words
         return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
 
-    def search(self, text: str, limit: int) -> list[int]:
+    def search(self, text: str, limit: int, before: int | None = None) -> list[int]:
+        """Positions best first; only those below `before` when given."""
         expression = self.match(text)
         if not expression:
             return []
-        rows = self.db.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?",
-                               (expression, limit)).fetchall()
+        rows = self.db.execute("SELECT rowid FROM turns WHERE turns MATCH ? AND rowid <= ? ORDER BY bm25(turns) "
+                               "LIMIT ?", (expression, 2**62 if before is None else before, limit)).fetchall()
         return [rowid - 1 for (rowid,) in rows]
 
 

@@ -83,13 +83,16 @@ def _persona(path: Path) -> Persona:
     by_session: dict[str, list[int]] = {}
     by_content: dict[tuple[str, str], list[int]] = {}
     pending: list[tuple[int, str, dict]] = []
+    clock = 0
     for session in dialogues:
         uuid = session["session_uuid"]
-        start = int(datetime.strptime(session["current_time"][:10], "%Y-%m-%d").timestamp()) * 10**9
+        day = int(datetime.strptime(session["current_time"][:10], "%Y-%m-%d").timestamp()) * 10**9
+        clock = max(clock + 10**9, day)  # sessions of one day follow each other: time never goes back
         for index, turn in enumerate(session["dialogue_turns"]):
             position = len(turns)
+            clock += 10**9
             turns.append(Turn(f"{uuid}:{index}", "user" if turn["speaker"] == "User" else "assistant",
-                              turn["content"], start + index * 10**9, uuid))
+                              turn["content"], clock, uuid))
             by_session.setdefault(uuid, []).append(position)
             by_content.setdefault((uuid, turn["content"]), []).append(position)
             if _flag(turn.get("is_query")):

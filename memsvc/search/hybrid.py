@@ -67,20 +67,17 @@ class HybridSearch:
             texts.update(_by_id(records, semantic_ids))
         fused = fuse([(keyword_ids, KEYWORD_WEIGHT), (semantic_ids, SEMANTIC_WEIGHT)])
         order = sorted(fused, key=lambda id_: (-fused[id_], -id_))
-        order = self._reranked(query.text, order, texts)
-        chosen = {id_: fused[id_] for id_ in order[:limits.limit]}
-        return Results(self.keyword.in_context(query.session_id, found, chosen), unsearched)
+        scores = self._reranked(query.text, order[:RERANK_CANDIDATES], texts) or fused
+        chosen = sorted(order[:RERANK_CANDIDATES], key=lambda id_: -scores[id_])[:limits.limit]
+        return Results(self.keyword.in_context(query.session_id, found, {id_: scores[id_] for id_ in chosen}),
+                       unsearched)
 
-    def _reranked(self, text: str, order: list[int], records: dict[int, Record]) -> list[int]:
-        """The fused order with its head reordered by the reranker, when one answers in time."""
-        if not self.reranker.enabled or not order:
-            return order
-        head = order[:RERANK_CANDIDATES]
+    def _reranked(self, text: str, head: list[int], records: dict[int, Record]) -> dict[int, float] | None:
+        """The reranker's score of each of the best fused candidates, when one answers in time."""
+        if not self.reranker.enabled or not head:
+            return None
         scores = self.reranker.scores(text, [records[id_].content for id_ in head])
-        if scores is None:
-            return order
-        ranked = sorted(range(len(head)), key=lambda at: -scores[at])
-        return [head[at] for at in ranked] + order[RERANK_CANDIDATES:]
+        return None if scores is None else dict(zip(head, scores, strict=True))
 
 
 def _by_id(records: list[Record], ids: Sequence[int]) -> dict[int, Record]:
