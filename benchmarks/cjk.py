@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 
 from baselines import Fts5
 from common import ServerProcess
@@ -35,7 +36,7 @@ def run(local: ServerProcess, builtin: ServerProcess) -> dict:
                                             for n, (_, text) in enumerate(lines)])
             keys = {message.id: key for message, (key, _) in zip(reply.messages, lines, strict=True)}
             while client.search(SESSION, "settle", include_window=True, limit=1).unsearched:
-                pass
+                time.sleep(0.5)
     answers: dict[str, list[list[str]]] = {}
     engines = {"fts5": Fts5(porter=False), "fts5-porter": Fts5(porter=True)}
     for position, (_, text) in enumerate(lines):

@@ -19,7 +19,8 @@ from memsvc.core.units import NO_UPPER_BOUND, TIME_RANGES
 
 DEFAULT_LIMIT = 8
 MAX_LIMIT = 32
-MAX_QUERY_CHARS = 1024
+MAX_QUERY_CHARS = 8192
+"An agent may search with a whole request: long, but bounded (every word is a term of the query)."
 
 Match = Literal["semantic", "keyword", "hybrid"]
 SourceName = Literal["recent", "archive"]

@@ -890,7 +890,8 @@ type SearchRequest struct {
 
 	// The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The query text. Required unless query_embedding is given.
+	// The query text, at most 8,192 characters. Required unless
+	// query_embedding is given.
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
 	// How to match; semantic when unset.
 	Match Match `protobuf:"varint,3,opt,name=match,proto3,enum=memsvc.v1.Match" json:"match,omitempty"`

@@ -343,7 +343,8 @@ export type SearchRequest = Message$1<"memsvc.v1.SearchRequest"> & {
   sessionId: string;
 
   /**
-   * The query text. Required unless query_embedding is given.
+   * The query text, at most 8,192 characters. Required unless
+   * query_embedding is given.
    *
    * @generated from field: string query = 2;
    */
