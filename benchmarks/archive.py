@@ -157,7 +157,8 @@ def fts_search(connection: sqlite3.Connection, query: Query, limit: int) -> list
 
 
 def archive_search(archive: Archive, query: Query, limit: int) -> list[tuple[int, float]]:
-    hits = archive.search(session_name(query.session), query.words, query.below_id, query.since, query.until, limit)
+    hits = archive.search(session_name(query.session), query.words, archive.statistics(query.words), query.below_id,
+                          query.since, query.until, limit)
     return [(record.id, score) for record, score in hits]
 
 

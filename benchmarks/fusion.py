@@ -28,7 +28,6 @@ from common import save
 
 from memsvc.app import App
 from memsvc.core import config
-from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.search.hybrid import fuse
 from memsvc.search.query import Bounds, Query
 from memsvc.window.sessions import NewMessage
@@ -38,23 +37,26 @@ KS = (5, 8)
 
 
 def keyword_pools(persona: realmem.Persona, data_dir: Path) -> dict[int, tuple[list[int], list[float]]]:
-    """memsvc keyword search's top POOL turns (positions, scores) for each query, in process."""
+    """memsvc keyword search's top POOL earlier turns (positions, scores) for each query, in process.
+
+    As in benchmarks/retrieval.py, the whole conversation is stored and each query bounded by its own time.
+    """
     app = App(config.load({"data_dir": str(data_dir), "embedder": "builtin"}))
-    pools = {}
-    position_of: dict[int, int] = {}
     try:
-        done = 0
+        stored = [p for p, turn in enumerate(persona.turns) if turn.content.strip()]
+        position_of: dict[int, int] = {}
+        for start in range(0, len(stored), 500):  # empty turns cannot be appended (nothing to find there)
+            chunk = stored[start:start + 500]
+            appended = app.sessions.append(persona.name, [NewMessage(
+                role=persona.turns[p].role, content=persona.turns[p].content, send_at=persona.turns[p].send_at)
+                for p in chunk])
+            position_of.update({record.id: p for p, record in zip(chunk, appended.records, strict=True)})
+        app.archive.flush(timeout=600)
+        pools = {}
         for case in persona.queries:
-            batch = [p for p in range(done, case.position) if persona.turns[p].content.strip()]
-            for start in range(0, len(batch), 500):  # empty turns cannot be appended (nothing to find there)
-                chunk = batch[start:start + 500]
-                appended = app.sessions.append(persona.name, [NewMessage(
-                    role=persona.turns[p].role, content=persona.turns[p].content, send_at=persona.turns[p].send_at)
-                    for p in chunk])
-                position_of.update({record.id: p for p, record in zip(chunk, appended.records, strict=True)})
-            done = case.position
+            until = persona.turns[case.position].send_at
             found = app.searcher.keyword.ranked(Query(session_id=persona.name, text=case.text, match="keyword"),
-                                                Bounds(POOL, 0, NO_UPPER_BOUND))
+                                                Bounds(POOL, 0, until))
             pools[case.position] = ([position_of[hit.record.id] for hit in found.hits],
                                     [hit.score for hit in found.hits])
     finally:
@@ -96,7 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=realmem.DEFAULT_DATA)
     parser.add_argument("--personas", default="", help="comma-separated names (default: all)")
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", default="all-MiniLM-L6-v2", help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--cache", type=Path, default=None, help="keep embeddings here between runs (not in the repo)")
     args = parser.parse_args()
     personas = realmem.load(args.data, [n for n in args.personas.split(",") if n])
@@ -113,15 +115,13 @@ def main() -> None:
             for position, pool in keyword_pools(persona, Path(tmp)).items():
                 keyword[(persona.name, position)] = pool
         baselines = {"fts5": Fts5(porter=False), "fts5-porter": Fts5(porter=True)}
-        done = 0
+        for position, turn in enumerate(persona.turns):
+            for engine in baselines.values():
+                engine.add(position, "User" if turn.role == "user" else "Assistant", turn.content)
         for case in persona.queries:
-            for position in range(done, case.position):
-                turn = persona.turns[position]
-                for engine in baselines.values():
-                    engine.add(position, "User" if turn.role == "user" else "Assistant", turn.content)
-            done = case.position
             for name, engine in baselines.items():
-                runs.setdefault(name, {})[(persona.name, case.position)] = engine.search(case.text, POOL)
+                runs.setdefault(name, {})[(persona.name, case.position)] = engine.search(case.text, POOL,
+                                                                                        before=case.position)
         for name in models:
             matrix = embedded[name]([turn.content for turn in persona.turns], False)
             queries = embedded[name]([case.text for case in persona.queries], True)

@@ -162,6 +162,10 @@ def main() -> None:
         try:
             served, latency = serve(builtin, local, reranked, personas, ids)
             cjk_report = cjk.run(local, builtin)
+        except Exception:
+            for server in (builtin, local, reranked):
+                print("".join(server.log_lines[-15:]))
+            raise
         finally:
             for server in (builtin, local, reranked):
                 server.terminate()

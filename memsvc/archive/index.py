@@ -250,16 +250,17 @@ class Archive:
         """Archived messages of a session (committed ones)."""
         return self._count(session_id)
 
-    def search(self, session_id: str, query: keywords.KeywordQuery, below_id: int, since: int, until: int,
-               limit: int) -> list[tuple[Record, float]]:
-        """The best `limit` archived messages with id < below_id matching `query`, by BM25."""
+    def search(self, session_id: str, query: keywords.KeywordQuery, statistics: keywords.Statistics, below_id: int,
+               since: int, until: int, limit: int) -> list[tuple[Record, float]]:
+        """The best `limit` archived messages with id < below_id matching `query`, by BM25 with the idf of
+        `statistics` (keywords.term_score's scale)."""
         if below_id <= 1 or not query:
             return []
         # The session and id bounds only filter: scoring 0, they leave BM25 alone (recent messages lack them).
         clauses = [(tantivy.Occur.Must, tantivy.Query.const_score_query(self._session(session_id), 0.0)),
                    (tantivy.Occur.Must, tantivy.Query.const_score_query(self._id_range(0, below_id - 1), 0.0))]
-        clauses += [(tantivy.Occur.Must, self._term(term)) for term in query.required]
-        ranked = [(tantivy.Occur.Should, self._term(term)) for term in query.optional]
+        clauses += [(tantivy.Occur.Must, self._term(term, statistics)) for term in query.required]
+        ranked = [(tantivy.Occur.Should, self._term(term, statistics)) for term in query.optional]
         if query.required:
             clauses += ranked
         elif ranked:
@@ -280,15 +281,19 @@ class Archive:
         hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=limit, count=False).hits
         return [(_record(searcher.doc(address)), score) for score, address in hits]
 
-    def _term(self, term: keywords.Term) -> tantivy.Query:
+    def _term(self, term: keywords.Term, statistics: keywords.Statistics) -> tantivy.Query:
         if len(term.tokens) == 1:
-            return tantivy.Query.term_query(self.schema, "content", term.tokens[0])
-        return tantivy.Query.phrase_query(self.schema, "content", list(term.tokens))
+            query = tantivy.Query.term_query(self.schema, "content", term.tokens[0])
+        else:
+            query = tantivy.Query.phrase_query(self.schema, "content", list(term.tokens))
+        return tantivy.Query.boost_query(query, statistics.boost(term))
 
-    def statistics(self, tokens: set[str]) -> tuple[dict[str, int], int]:
-        """Document frequency of each token and the number of documents, for scoring recent messages."""
+    def statistics(self, query: keywords.KeywordQuery) -> keywords.Statistics:
+        """Document frequency of each token of `query` and the number of documents: BM25's idf, for both tiers."""
         searcher = self.index.searcher()
-        return {token: searcher.doc_freq("content", token) for token in tokens}, searcher.num_docs
+        tokens = {token for term in query.terms for token in term.tokens}
+        return keywords.Statistics({token: searcher.doc_freq("content", token) for token in tokens},
+                                   searcher.num_docs)
 
     def start_at(self, session_id: str) -> int:
         return self.meta.start_at.get(session_id, 0)

@@ -4,9 +4,10 @@ One analyzer serves both tiers: Tantivy indexes archived messages with it and
 `tokenize` runs the very same analyzer (Rust, through tantivy-py) on recent
 messages, so a word finds a message the same way whether it is recent or
 archived. Han, kana and hangul characters are one token each (those scripts
-put no spaces between words); every other run of word characters is one
-token, lowercased and stemmed by Snowball's English stemmer (`deploying`,
-`deployed` and `deployment` are all `deploy`). `ANALYZER_VERSION` names this
+put no spaces between words); every other run of letters and digits is one
+token (`max_history_bytes` is three), lowercased, folded to ASCII where
+Latin letters carry marks (`Mâcon` is `macon`) and stemmed by Snowball's
+English stemmer (`deploying`, `deployed` and `deployment` are all `deploy`). `ANALYZER_VERSION` names this
 analyzer: the archive re-indexes itself when it changes.
 
 A query is ranked, not a filter (`parse`): any of its words may match, and
@@ -17,7 +18,10 @@ a longer run (a question in Chinese or Japanese) ranks by its overlapping
 character pairs, and the whole run scores on top when it appears as it is.
 Strict matching stays: a `"quoted phrase"` must appear word for word, a
 `+word` must appear, and `require_all` requires every word (a CJK run as it
-is). Must never touch an index.
+is). In a query of prose (more than QUOTES_ARE_EMPHASIS_PAST words outside
+the quotes: an agent passing on a user's request) quotes are emphasis: the
+phrase is not required, it ranks messages holding it word for word first.
+Must never touch an index.
 """
 
 from __future__ import annotations
@@ -29,11 +33,16 @@ import msgspec
 import tantivy
 
 SCRIPTS_WITHOUT_SPACES = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
-TOKEN_PATTERN = f"[{SCRIPTS_WITHOUT_SPACES}]|[^\\W{SCRIPTS_WITHOUT_SPACES}]+"
+TOKEN_PATTERN = f"[{SCRIPTS_WITHOUT_SPACES}]|[^\\W_{SCRIPTS_WITHOUT_SPACES}]+"
 ANALYZER_NAME = "memsvc_words"
 ANALYZER_VERSION = 2
-"1: lowercased tokens; 2: lowercased and stemmed (English)."
+"1: lowercased tokens; 2: split at underscores too, lowercased, folded to ASCII, stemmed (English)."
 
+QUOTES_ARE_EMPHASIS_PAST = 8
+"Words outside quotes past which a query is prose (an agent passing a user's request), not search syntax."
+
+IDF_FLOOR = 0.01
+"Common words still match, but rank like stop words."
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -50,7 +59,8 @@ why will with would you your yours yourself yourselves
 
 
 def _builder() -> tantivy.TextAnalyzerBuilder:
-    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(TOKEN_PATTERN)).filter(tantivy.Filter.lowercase())
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(TOKEN_PATTERN)).filter(
+        tantivy.Filter.lowercase()).filter(tantivy.Filter.ascii_fold())
 
 
 def analyzer() -> tantivy.TextAnalyzer:
@@ -132,10 +142,14 @@ def parse(query: str, require_all: bool = False) -> KeywordQuery:
     """The terms of a query; an empty KeywordQuery when it holds no word."""
     required: list[Term] = []
     optional: list[Term] = []
-    for phrase in _QUOTED.findall(query):
-        if tokens := tuple(tokenize(phrase)):
-            required.append(Term(tokens))
+    phrases = [Term(tokens) for phrase in _QUOTED.findall(query) if (tokens := tuple(tokenize(phrase)))]
     rest = _QUOTED.sub(" ", query)
+    if len(_WORD_RUN.findall(rest)) > QUOTES_ARE_EMPHASIS_PAST:
+        # A request in prose quotes for emphasis: the phrase ranks word-for-word matches first, its words count.
+        optional += phrases
+        rest = query.replace('"', " ")
+    else:
+        required += phrases
     loose: list[str] = []
     for chunk in rest.split():
         if chunk.startswith("+") and len(chunk) > 1:
@@ -171,16 +185,27 @@ class Statistics(msgspec.Struct, frozen=True):
 
     doc_freq: dict[str, int]
     total_docs: int
-    average_tokens: float
+    average_tokens: float = 0.0
+    "Mean length in terms, for term_score (the archive's own is Tantivy's)."
 
     def idf(self, token: str) -> float:
+        """Robertson-Sparck Jones: a word in half the messages or more says next to nothing (IDF_FLOOR)."""
         containing = self.doc_freq.get(token, 0)
         total = max(self.total_docs, containing)
-        return math.log(1 + (total - containing + 0.5) / (containing + 0.5))
+        return max(IDF_FLOOR, math.log((total - containing + 0.5) / (containing + 0.5)))
+
+    def boost(self, term: Term) -> float:
+        """What turns Tantivy's idf (ln(1 + ...), never below ln 2 for a word in every message) into `idf`."""
+        tantivy_idf = 0.0
+        for token in term.tokens:
+            containing = self.doc_freq.get(token, 0)
+            total = max(self.total_docs, containing)
+            tantivy_idf += math.log(1 + (total - containing + 0.5) / (containing + 0.5))
+        return sum(self.idf(token) for token in term.tokens) / tantivy_idf
 
 
 def term_score(frequency: int, length: int, term: Term, statistics: Statistics) -> float:
-    """Okapi BM25 of one term (a phrase: the sum of its tokens' idf), as Tantivy scores it."""
+    """Okapi BM25 of one term (a phrase: the sum of its tokens' idf), as the archive scores it."""
     if frequency <= 0:
         return 0.0
     norm = 1 - BM25_B + BM25_B * length / max(statistics.average_tokens, 1.0)

@@ -61,13 +61,24 @@ class KeywordSearch:
             return Found([], [], 1)
         recent = session.records
         cut = recent[0].id if recent else session.next_id
-        hits = [Hit(record, "archive", score) for record, score in
-                self.archive.search(query.session_id, terms, cut, limits.since, limits.until, limits.limit)]
-        hits += self._recent_matches(self.recent_terms.of(session), terms, limits)
+        index = self.recent_terms.of(session)
+        statistics = self._statistics(terms, index)
+        hits = [Hit(record, "archive", score) for record, score in self.archive.search(
+            query.session_id, terms, statistics, cut, limits.since, limits.until, limits.limit)]
+        hits += self._recent_matches(index, terms, statistics, limits)
         hits.sort(key=lambda hit: (-hit.score, -hit.record.id))
         return Found(hits[:limits.limit], recent, cut)
 
-    def _recent_matches(self, index: RecentTerms, query: keywords.KeywordQuery, limits: Bounds) -> list[Hit]:
+    def _statistics(self, query: keywords.KeywordQuery, index: RecentTerms) -> keywords.Statistics:
+        """The archive's counts (every session's messages), which both tiers score with."""
+        archived = self.archive.statistics(query)
+        # The archive counts the recent messages too once it has committed them; until then (a burst of
+        # appends) the recent index's own counts keep rare words rare.
+        doc_freq = {token: max(count, index.doc_freq(token)) for token, count in archived.doc_freq.items()}
+        return keywords.Statistics(doc_freq, max(archived.total_docs, len(index.lengths)), index.average_tokens)
+
+    def _recent_matches(self, index: RecentTerms, query: keywords.KeywordQuery, statistics: keywords.Statistics,
+                        limits: Bounds) -> list[Hit]:
         tokenized: dict[int, list[str]] = {}
         frequencies = [index.frequencies(term, tokenized) for term in query.terms]
         required = len(query.required)
@@ -79,8 +90,6 @@ class KeywordSearch:
         candidates = {at for at in candidates if limits.contains(records[at].send_at)}
         if not candidates:
             return []
-        doc_freq, total = self.archive.statistics({token for term in query.terms for token in term.tokens})
-        statistics = keywords.Statistics(doc_freq, max(total, len(index.lengths)), index.average_tokens)
         scores = dict.fromkeys(candidates, 0.0)
         for term, found in zip(query.terms, frequencies, strict=True):
             for at in candidates.intersection(found):

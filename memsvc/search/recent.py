@@ -55,6 +55,10 @@ class RecentTerms:
                 self.lengths.append(len(tokens))
                 self.total_tokens += len(tokens)
 
+    def doc_freq(self, token: str) -> int:
+        postings = self.postings.get(token)
+        return 0 if postings is None else len(postings.positions)
+
     @property
     def average_tokens(self) -> float:
         return self.total_tokens / max(1, len(self.lengths))

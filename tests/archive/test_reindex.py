@@ -7,8 +7,13 @@ from memsvc.archive.index import Archive, _schema
 from tests.support.archives import old_archive
 
 
+def parsed(archive: Archive, query: str) -> tuple[keywords.KeywordQuery, keywords.Statistics]:
+    terms = keywords.parse(query)
+    return terms, archive.statistics(terms)
+
+
 def found(archive: Archive, session: str, query: str) -> list[int]:
-    return [record.id for record, _ in archive.search(session, keywords.parse(query), 10**6, 0, 2**63 - 1, 32)]
+    return [record.id for record, _ in archive.search(session, *parsed(archive, query), 10**6, 0, 2**63 - 1, 32)]
 
 
 def test_an_old_archive_is_reindexed_from_its_own_messages(tmp_path):

@@ -7,7 +7,8 @@ import tantivy
 from memsvc.archive import keywords
 from memsvc.archive.index import _schema
 
-FIRST_ANALYZER = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(keywords.TOKEN_PATTERN)).filter(
+FIRST_PATTERN = f"[{keywords.SCRIPTS_WITHOUT_SPACES}]|[^\\W{keywords.SCRIPTS_WITHOUT_SPACES}]+"
+FIRST_ANALYZER = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(FIRST_PATTERN)).filter(
     tantivy.Filter.lowercase()).build()
 "What version 1 indexed with: the archive as existing data directories hold it."
 
