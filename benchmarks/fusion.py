@@ -72,6 +72,11 @@ def minmax(ids: list[int], scores: list[float], weight: float) -> dict[int, floa
     return {id_: weight * (score - low) / span for id_, score in zip(ids, scores, strict=True)}
 
 
+def neighbours(fused: dict[int, float], share: float) -> dict[int, float]:
+    """Each candidate also gets `share` of its better neighbour's score (the turn before or after)."""
+    return {id_: score + share * max(fused.get(id_ - 1, 0.0), fused.get(id_ + 1, 0.0)) for id_, score in fused.items()}
+
+
 def fusions(keyword: dict[int, tuple[list[int], list[float]]], dense: dict[int, tuple[list[int], list[float]]],
             cases: list[realmem.QueryCase]) -> dict[str, dict[int, list[int]]]:
     runs: dict[str, dict[int, list[int]]] = {}
@@ -81,6 +86,13 @@ def fusions(keyword: dict[int, tuple[list[int], list[float]]], dense: dict[int, 
         for case in cases:
             fused = fuse([(keyword[case.position][0][:pool], weight), (dense[case.position][0][:pool], 1.0)], k)
             runs[name][case.position] = sorted(fused, key=lambda id_: (-fused[id_], -id_))
+    for pool, k, weight, spread in itertools.product((50, 100), (10, 30, 60), (1.0, 1.5), (0.25, 0.5, 0.75)):
+        name = f"rrf+neighbours pool={pool} k={k} keyword_weight={weight} neighbour_share={spread}"
+        runs[name] = {}
+        for case in cases:
+            fused = fuse([(keyword[case.position][0][:pool], weight), (dense[case.position][0][:pool], 1.0)], k)
+            near = neighbours(fused, spread)
+            runs[name][case.position] = sorted(near, key=lambda id_: (-near[id_], -id_))
     for pool, weight in itertools.product((50, 100, 200), (0.2, 0.3, 0.4, 0.5, 0.7)):
         name = f"minmax pool={pool} keyword_weight={weight}"
         runs[name] = {}

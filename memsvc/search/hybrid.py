@@ -2,11 +2,12 @@
 optionally reranked, then read as conversation.
 
 Owns the candidate pools (POOL of each, far more than `limit`, so a message
-ranked modestly by both can still win), the fusion (weighted reciprocal rank:
-a hit's share from a list is weight / (RRF_K + rank); chosen by measurement,
-see benchmarks/retrieval.py), handing the best RERANK_CANDIDATES to the
-reranker, and expanding the chosen hits, archived ones with their archived
-neighbours. Must never search a tier itself.
+ranked modestly by both can still win), the fusion (reciprocal rank: a hit's
+share from a list is weight / (RRF_K + rank); chosen by measurement over
+reciprocal-rank weights, k and pools and min-max score fusion, see
+benchmarks/fusion.py), handing the best RERANK_CANDIDATES to the reranker,
+and expanding the chosen hits, archived ones with their archived neighbours.
+Must never search a tier itself.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from memsvc.search.query import Bounds, Query, Results
 from memsvc.search.rerank import Reranker
 from memsvc.search.semantic import SemanticSearch
 
-POOL = 100
-"Candidates taken from each of the keyword and semantic rankings."
-RRF_K = 60
-KEYWORD_WEIGHT = 1.5
+POOL = 50
+"Candidates taken from each of the keyword and semantic rankings (at least 4x the limit)."
+RRF_K = 10
+"Small: a candidate near the top of either list counts most (RealMem, benchmarks/results/fusion.json)."
+KEYWORD_WEIGHT = 1.0
 SEMANTIC_WEIGHT = 1.0
 RERANK_CANDIDATES = 32
 "The best fused candidates the reranker reorders."
@@ -52,7 +54,7 @@ class HybridSearch:
     def search(self, query: Query, limits: Bounds) -> Results:
         if not query.text.strip():
             raise InvalidArgument("a hybrid search needs query text", reason="EMPTY_QUERY")
-        pool = Bounds(POOL, limits.since, limits.until)
+        pool = Bounds(max(POOL, 4 * limits.limit), limits.since, limits.until)
         nearest = self.semantic.nearest(query, pool)
         found = self.keyword.ranked(query, pool)
         below_id = self.semantic.below_id(query, found.recent)
