@@ -1,6 +1,6 @@
 """The full-text archive: every message ever appended, in Tantivy.
 
-Owns `.store/archive/` (the Tantivy index in `index/`, and `cutoffs.json`
+Owns `.store/archive/` (the Tantivy index in `index-v2/`, see reindex.py, and `cutoffs.json`
 holding each session's compact cutoff `start_at`), the one thread that writes the index (tantivy-py's
 IndexWriter is not thread-safe), batched commits, and keyword queries over
 archived messages. It is the source of truth for messages compacted out of
@@ -61,11 +61,10 @@ class Archive:
 
     def __init__(self, store_dir: Path, commit_interval: float = 0.05):
         self.directory = store_dir / "archive"
-        index_dir = self.directory / "index"
         self.commit_interval = commit_interval
         self.schema = _schema()
         durable.ensure_dir(self.directory)
-        reindex.ensure_current(self.directory, self.schema)  # before index/ may be created empty
+        index_dir = reindex.current_index(self.directory, self.schema)
         durable.ensure_dir(index_dir)
         self.index = tantivy.Index(self.schema, path=str(index_dir))
         self.index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())

@@ -1,14 +1,14 @@
 """Re-indexing the archive when the analyzer changed, from its own stored messages.
 
-Owns `analyzer.json` (the analyzer version the index in `index/` was built
-with; missing means version 1) and the switch to a new analyzer: every stored
-document of the old index, of every session, is written into a new index
-under `index.reindex/` with the current analyzer; only once that is committed
-is `index/` renamed to `index.previous/`, `index.reindex/` to `index/`, the
-version recorded and the old index deleted. A crash at any step leaves either
-the old index or the complete new one in place, and the next start finishes
-the job. The archive is the only copy of compacted messages: they are copied
-over, never dropped. Must never run while an Archive has the index open.
+Owns where the index of each analyzer version lives (`index/` for version 1,
+`index-v2/` and so on after it) and the switch to a new one: every stored
+document of the newest older index, of every session, is written into
+`index-vN.reindex/` with the current analyzer; only once that is committed is
+it renamed to `index-vN/`, and only then are the older indexes deleted. A
+stop at any step leaves the old index or the complete new one, and the next
+start finishes the job. The archive is the only copy of compacted messages:
+they are copied over, never dropped. Must never run while an Archive has an
+index open.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import os
 import time
 from pathlib import Path
 
-import msgspec
 import tantivy
 
 from memsvc.archive import keywords
@@ -26,69 +25,34 @@ from memsvc.core import durable
 
 log = logging.getLogger(__name__)
 
-VERSION_FILE = "analyzer.json"
-FIRST_VERSION = 1
 WRITER_HEAP_BYTES = 64 * 1024 * 1024
 
 
-class AnalyzerVersion(msgspec.Struct):
-    version: int
+def index_dir(directory: Path, version: int) -> Path:
+    return directory / ("index" if version == 1 else f"index-v{version}")
 
 
-def ensure_current(directory: Path, schema: tantivy.Schema) -> None:
-    """Leave `directory/index` built with keywords.ANALYZER_VERSION, re-indexing it if needed."""
-    index_dir, fresh, previous = directory / "index", directory / "index.reindex", directory / "index.previous"
-    version_path = directory / VERSION_FILE
-    if previous.exists():
-        # The last start stopped mid-switch. The old index was moved aside only once the new one was
-        # complete, so one of the two is whole: put it in place.
-        if not _complete(index_dir):
-            if index_dir.exists():
-                durable.remove_tree(index_dir)
-            os.replace(fresh if _complete(fresh) else previous, index_dir)
-            durable.fsync_dir(directory)
-        if _complete(index_dir):
-            _record(version_path)
-        if previous.exists():
-            durable.remove_tree(previous)
+def current_index(directory: Path, schema: tantivy.Schema) -> Path:
+    """The directory of the index built with keywords.ANALYZER_VERSION, re-indexing an older one into it."""
+    current = index_dir(directory, keywords.ANALYZER_VERSION)
+    older = [index_dir(directory, version) for version in range(keywords.ANALYZER_VERSION - 1, 0, -1)]
+    fresh = current.with_name(current.name + ".reindex")
     if fresh.exists():
-        durable.remove_tree(fresh)  # a re-index that did not finish: start it over
-    if _version(version_path) == keywords.ANALYZER_VERSION:
-        return
-    if not (index_dir / "meta.json").exists():
-        _record(version_path)  # nothing indexed yet
-        return
-    started = time.monotonic()
-    copied = _copy(index_dir, fresh, schema)
-    (fresh / _COMPLETE_MARK).write_text(str(keywords.ANALYZER_VERSION))
-    durable.fsync_dir(fresh)
-    os.replace(index_dir, previous)
-    os.replace(fresh, index_dir)
-    durable.fsync_dir(directory)
-    _record(version_path)
-    durable.remove_tree(previous)
-    log.info("archive re-indexed for a new analyzer", extra={"messages": copied, "version": keywords.ANALYZER_VERSION,
-                                                            "seconds": round(time.monotonic() - started, 1)})
-
-
-_COMPLETE_MARK = ".memsvc-reindexed"
-"Written into the new index once it is committed: only a complete index is ever moved into place."
-
-
-def _complete(index_dir: Path) -> bool:
-    """Whether `index_dir` is a finished copy made for the current analyzer."""
-    mark = index_dir / _COMPLETE_MARK
-    return mark.exists() and mark.read_text() == str(keywords.ANALYZER_VERSION)
-
-
-def _version(path: Path) -> int:
-    if not path.exists():
-        return FIRST_VERSION
-    return msgspec.json.decode(path.read_bytes(), type=AnalyzerVersion).version
-
-
-def _record(path: Path) -> None:
-    durable.atomic_write(path, msgspec.json.encode(AnalyzerVersion(keywords.ANALYZER_VERSION)))
+        durable.remove_tree(fresh)  # a copy that did not finish: start it over
+    if not current.exists():
+        source = next((path for path in older if (path / "meta.json").exists()), None)
+        if source is not None:
+            started = time.monotonic()
+            copied = _copy(source, fresh, schema)
+            os.replace(fresh, current)
+            durable.fsync_dir(directory)
+            log.info("archive re-indexed for a new analyzer", extra={
+                "messages": copied, "version": keywords.ANALYZER_VERSION,
+                "seconds": round(time.monotonic() - started, 1)})
+    for path in older:
+        if path.exists():
+            durable.remove_tree(path)
+    return current
 
 
 def _copy(source: Path, target: Path, schema: tantivy.Schema) -> int:

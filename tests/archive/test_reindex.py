@@ -1,6 +1,5 @@
 """An archive built with the first analyzer (lowercase, no stemming) is re-indexed on open, losing nothing."""
 
-import os
 
 from memsvc.archive import keywords, reindex
 from memsvc.archive.index import Archive, _schema
@@ -19,7 +18,6 @@ def found(archive: Archive, session: str, query: str) -> list[int]:
 def test_an_old_archive_is_reindexed_from_its_own_messages(tmp_path):
     store = tmp_path / ".store"
     old_archive(store, {"s": ["we deployed the fixes", "nothing here", "沙盒測試"], "t": ["deploying later"]})
-    assert not (store / "archive" / reindex.VERSION_FILE).exists()
     archive = Archive(store)
     try:
         assert archive.count("s") == 3 and archive.count("t") == 1
@@ -29,34 +27,34 @@ def test_an_old_archive_is_reindexed_from_its_own_messages(tmp_path):
         assert contents == ["we deployed the fixes", "nothing here", "沙盒測試"]
     finally:
         archive.close()
-    assert not [p for p in (store / "archive").iterdir() if p.name.startswith("index.")]
-    reopened = Archive(store)  # the version is recorded: no second re-index
+    assert sorted(p.name for p in (store / "archive").iterdir() if p.is_dir()) == [
+        reindex.index_dir(store / "archive", keywords.ANALYZER_VERSION).name]
+    reopened = Archive(store)
     try:
         assert found(reopened, "s", "deploy") == [1]
     finally:
         reopened.close()
 
 
-def test_a_start_that_stopped_between_the_renames_finishes_the_switch(tmp_path):
+def test_a_start_that_stopped_after_the_switch_deletes_the_old_index(tmp_path):
     store = tmp_path / ".store"
     old_archive(store, {"s": ["we deployed the fixes"]})
     directory = store / "archive"
-    schema = _schema()
-    reindex._copy(directory / "index", directory / "index.reindex", schema)
-    (directory / "index.reindex" / reindex._COMPLETE_MARK).write_text(str(keywords.ANALYZER_VERSION))
-    os.replace(directory / "index", directory / "index.previous")  # stopped here
+    current = reindex.index_dir(directory, keywords.ANALYZER_VERSION)
+    reindex._copy(directory / "index", current, _schema())  # stopped before the old index was deleted
     archive = Archive(store)
     try:
-        assert found(archive, "s", "deploying") == [1]
+        assert found(archive, "s", "deploying") == [1] and archive.count("s") == 1
     finally:
         archive.close()
-    assert sorted(p.name for p in directory.iterdir()) == ["analyzer.json", "index"]
+    assert not (directory / "index").exists()
 
 
 def test_a_re_index_that_did_not_finish_starts_over(tmp_path):
     store = tmp_path / ".store"
     old_archive(store, {"s": ["we deployed the fixes", "and more"]})
-    (store / "archive" / "index.reindex").mkdir()  # a copy that stopped half way
+    current = reindex.index_dir(store / "archive", keywords.ANALYZER_VERSION)
+    current.with_name(current.name + ".reindex").mkdir()  # a copy that stopped half way
     archive = Archive(store)
     try:
         assert archive.count("s") == 2 and found(archive, "s", "deploying") == [1]
