@@ -26,6 +26,7 @@ Must never touch an index.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -79,6 +80,7 @@ def tokenize(text: str) -> list[str]:
     return _ANALYZER.analyze(text)
 
 
+@functools.lru_cache(maxsize=65536)
 def _one_token_per_character(token: str) -> bool:
     # A character of a script without spaces is a token on its own: doubled, it stays two tokens.
     return len(token) == 1 and len(_SURFACE.analyze(token * 2)) == 2
