@@ -1,8 +1,9 @@
 """How hybrid search fuses, chosen by measurement: candidate pools of memsvc's
 keyword search and of exact dense search, gathered once per RealMem query,
 then fused every way considered (weighted reciprocal rank over weights, k and
-pool sizes; min-max normalized score fusion over weights), and the embedding
-models compared on the same queries (recall and CPU seconds per message).
+pool sizes, with and without neighbour smoothing; min-max normalized score
+fusion over weights), and the embedding models compared on the same queries
+(recall, CPU seconds per message, and hit@k on the CJK set of cjk.py).
 
     .venv/bin/python benchmarks/fusion.py [--data ../shared/data/realmem] [--models all-MiniLM-L6-v2,...]
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import statistics
 import tempfile
 import time
@@ -25,6 +27,7 @@ import numpy as np
 import realmem
 from baselines import MODELS, Embedded, Fts5, available, dense_exact
 from common import save
+from vectors import DATA, QUERIES
 
 from memsvc.app import App
 from memsvc.core import config
@@ -106,6 +109,20 @@ def fusions(keyword: dict[int, tuple[list[int], list[float]]], dense: dict[int, 
     return runs
 
 
+def cjk_hits(embedded: Embedded) -> dict[str, float]:
+    """hit@5 and @8 of exact cosine on the CJK set of benchmarks/cjk.py (chatterbot-corpus, BSD-3-Clause)."""
+    dialogues = [d for d in json.loads(DATA.read_text())["dialogues"] if d["key"].startswith(("chinese/", "japanese/"))]
+    lines = [(d["key"], text) for d in dialogues for text in d["lines"]]
+    queries = [(text, set(keys)) for kind, text, keys in QUERIES if kind in ("chinese", "japanese")]
+    matrix = embedded([text for _, text in lines], False)
+    found = {5: [], 8: []}
+    for (_, wanted), vector in zip(queries, embedded([text for text, _ in queries], True), strict=True):
+        order = np.argsort(-(matrix @ vector))
+        for k, hits in found.items():
+            hits.append(bool({lines[at][0] for at in order[:k]} & wanted))
+    return {f"hit@{k}": round(statistics.mean(hits), 3) for k, hits in found.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=realmem.DEFAULT_DATA)
@@ -162,6 +179,7 @@ def main() -> None:
         fused = fusions(k_pools, by_case_pools(dense[name], index), rekeyed)
         measured = _measure_by_case(fused, cases, positions)
         report["fusions"][name] = dict(sorted(measured.items(), key=lambda item: -item[1]["recall@8"]))  # type: ignore[index]
+    report["cjk"] = {name: cjk_hits(Embedded(name, args.cache)) for name in models}
     for name in models:
         cost[name] = {"texts": embedded[name].texts, "seconds": round(embedded[name].seconds, 1),
                       "ms_per_message": round(1e3 * embedded[name].seconds / max(1, embedded[name].texts), 2),
