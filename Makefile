@@ -134,7 +134,10 @@ bench-lessons: install postgres-server ## lesson lookup p50/p99 on PostgreSQL vs
 bench-vectors: install local-model ## the vector index at 10k and 100k vectors vs numpy, and embedder quality, ~5 min
 	$(BIN)/python benchmarks/vectors.py $(ARGS)
 
+bench-retrieval: install local-model ## RealMem retrieval: every match mode beside FTS5 and exact dense baselines (ARGS="--personas Kenta_Tanaka")
+	$(BIN)/python benchmarks/retrieval.py $(ARGS)
+
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server go-tools go-build go-test serve test lint bench bench-archive bench-lessons bench-vectors dashboard chromium
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server go-tools go-build go-test serve test lint bench bench-archive bench-lessons bench-vectors bench-retrieval dashboard chromium

@@ -111,6 +111,10 @@ def _checked(path: Path) -> str:
     return "" if crc == expected else f"{path.name} fails its checksum"
 
 
+ORPHANED = "meta.json is missing beside its segment files; they were not opened, so nothing is erased"
+ORPHANED_REMEDY = ("stop memsvc, put back meta.json from a backup and start memsvc again (or move the index "
+                   "directory aside: the archive is then rebuilt from history.json, without the messages "
+                   "compacted out of it)")
 REPAIR = ("stop memsvc, restore the index directory from a backup (or move it aside: the archive is then "
           "rebuilt from history.json, without the messages compacted out of it) and start memsvc again")
 
