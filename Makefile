@@ -125,11 +125,16 @@ lint: install ## lint the contract and the code: buf, ruff, mypy (strict on the 
 bench: install postgres-server ## run the benchmarks (ARGS go to latency.py); results go to benchmarks/results/
 	$(BIN)/python benchmarks/latency.py $(ARGS)
 	$(BIN)/python benchmarks/archive.py
+	$(BIN)/python benchmarks/archive_format.py
 	$(BIN)/python benchmarks/client.py
 	$(BIN)/python benchmarks/lessons.py
+	$(BIN)/python benchmarks/fit.py
 
 bench-lessons: install postgres-server ## lesson lookup p50/p99 on PostgreSQL vs SQLite, through the server, ~1 min
 	$(BIN)/python benchmarks/lessons.py $(ARGS)
+
+bench-fit: install ## FitContext on runs of 10, 100 and 1,000 messages against the health-check floor, ~1 min
+	$(BIN)/python benchmarks/fit.py $(ARGS)
 
 bench-vectors: install local-model ## the vector index at 10k and 100k vectors vs numpy, and embedder quality, ~5 min
 	$(BIN)/python benchmarks/vectors.py $(ARGS)
@@ -140,4 +145,4 @@ bench-retrieval: install local-model ## RealMem retrieval: every match mode besi
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server go-tools go-build go-test serve test lint bench bench-archive bench-lessons bench-vectors bench-retrieval dashboard chromium
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-vectors bench-retrieval dashboard chromium

@@ -58,7 +58,7 @@ from common import ServerProcess, percentiles, save
 from corpus import CJK_RUN, SEED, conversation, draw_queries, session_name
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memsvc.archive import keywords, reindex
+from memsvc.archive import keywords
 from memsvc.archive.index import Archive
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
@@ -285,8 +285,7 @@ def build_archive(store: Path, arrival: list[tuple[int, Record]]) -> dict[str, f
     flushed = time.perf_counter()
     archive.close()
     done = time.perf_counter()
-    index_dir = reindex.index_dir(store / "archive", keywords.ANALYZER_VERSION)
-    segments = len(json.loads((index_dir / "meta.json").read_text())["segments"])
+    segments = len(json.loads((archive.index_dir / "meta.json").read_text())["segments"])
     return {"enqueue_s": queued - started, "commit_s": flushed - queued, "merge_wait_s": done - flushed,
             "total_s": done - started, "segments": segments}
 

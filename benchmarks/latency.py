@@ -1,6 +1,13 @@
 """Append and GetContext latency against the no-op floor (a health Check)
 on the same server, at an empty and at a 4 MiB history; then durable
-appends/s with 16 concurrent clients.
+appends/s with 16 concurrent clients, on this disk and on a 2 ms one (a
+server whose every sync waits 2 ms more: MEMSVC_FAILPOINTS=durable.fsync=delay:2ms).
+
+Like with like: the floor and every measured call go through the generated
+stubs on one channel (memsvc_client adds ~80 us of its own to a call, which a
+health Check through a bare stub would not pay). Every server runs all tiers
+(the builtin embedder, the archive). The client runs grpc's classic I/O
+layer, as clients/python/README.md recommends, unless GRPC_EXPERIMENTS is set.
 
 Side by side, a second server with `http_listen` set answers the same gRPC
 calls, and a third set up exactly as the first shows how far two identical
@@ -18,6 +25,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
+
+os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client,-event_engine_listener")  # before grpc
 import tempfile
 import threading
 import time
@@ -31,12 +41,17 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from memsvc.core.records import Record
 from memsvc.window import history
 from memsvc_client import Client
+from memsvc_client.v1 import memory_pb2 as pb
+from memsvc_client.v1 import memory_pb2_grpc
 
 FOUR_MIB = 4 * 1024 * 1024
 HTTP_LISTEN = "_with_http_listen"
 "Suffix of the figures measured on the server that also has the HTTP listener open."
 TWIN = "_twin"
 "Suffix of a second server set up exactly as the first: how far two identical servers differ is the noise."
+SLOW_DISK = "_fsync_2ms"
+"Suffix of a server whose every sync takes 2 ms longer, as on a network volume."
+SLOW_SYNC = {"MEMSVC_FAILPOINTS": "durable.fsync=delay:2ms"}
 SETTLE_SECONDS = 15.0
 "Time for the background work of opening a 4 MiB session (embedding, an index build) to finish."
 
@@ -62,13 +77,14 @@ def throughput(target: str, clients: int, seconds: float, call: str) -> float:
     stop = time.monotonic() + seconds
 
     def run(worker: int) -> None:
-        with Client(target) as client:
-            health = health_pb2_grpc.HealthStub(client.channel)
+        with grpc.insecure_channel(target) as channel:
+            health, memory = health_pb2_grpc.HealthStub(channel), memory_pb2_grpc.MemoryServiceStub(channel)
+            check, append = health_pb2.HealthCheckRequest(), appending(f"load-{worker}", "a durable append")
             while time.monotonic() < stop:
                 if call == "append":
-                    client.append(f"load-{worker}", [("user", "a durable append")])
+                    memory.Append(append)
                 else:
-                    health.Check(health_pb2.HealthCheckRequest())
+                    health.Check(check)
                 counts[worker] += 1
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(clients)]
@@ -106,14 +122,20 @@ class ConnectJson:
         return json.loads(payload)
 
 
-def grpc_calls(prefix: str, channel: grpc.Channel, client: Client) -> dict:
-    health = health_pb2_grpc.HealthStub(channel)
-    check = health_pb2.HealthCheckRequest()
+def appending(session_id: str, text: str) -> pb.AppendRequest:
+    return pb.AppendRequest(session_id=session_id, messages=[pb.Message(role=pb.ROLE_USER, content=text)])
+
+
+def grpc_calls(prefix: str, channel: grpc.Channel) -> dict:
+    """The floor and the measured calls, all through the generated stubs on one channel."""
+    health, memory = health_pb2_grpc.HealthStub(channel), memory_pb2_grpc.MemoryServiceStub(channel)
+    check, fresh, big = health_pb2.HealthCheckRequest(), appending("fresh", "hello"), appending("big", "hello")
+    context = pb.GetContextRequest(session_id="big")
     return {
         f"health_check{prefix}": lambda: health.Check(check),
-        f"append_empty{prefix}": lambda: client.append("fresh", [("user", "hello")]),
-        f"append_4mib{prefix}": lambda: client.append("big", [("user", "hello")]),
-        f"get_context_4mib{prefix}": lambda: client.get_context("big"),
+        f"append_empty{prefix}": lambda: memory.Append(fresh),
+        f"append_4mib{prefix}": lambda: memory.Append(big),
+        f"get_context_4mib{prefix}": lambda: memory.GetContext(context),
     }
 
 
@@ -128,6 +150,19 @@ def over_plain(results: dict, rates: dict, suffix: str) -> dict[str, float]:
     }
 
 
+def targets(results: dict, rates: dict, suffix: str) -> dict[str, float]:
+    """The issue's ratios on one server, each against that server's own floor."""
+    floor = results["health_check" + suffix]
+    checks, appends = rates[suffix]
+    figures = {}
+    for name in ("append_empty", "append_4mib", "get_context_4mib"):
+        for quantile in ("p50", "p99"):
+            figures[f"{name}_{quantile}_over_floor_{quantile}"] = round(
+                results[name + suffix][f"{quantile}_ms"] / floor[f"{quantile}_ms"], 2)
+    figures["appends_over_checks_per_second_16_clients"] = round(appends / checks, 2)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=2000)
@@ -135,18 +170,19 @@ def main() -> None:
     args = parser.parse_args()
     # Room above 4 MiB so auto compaction does not trim the prefilled history mid-run.
     room = ("--max-history-bytes", str(2 * FOUR_MIB))
-    flags = {"": room, TWIN: room, HTTP_LISTEN: (*room, "--http-listen", "127.0.0.1:0")}
+    flags = {"": room, TWIN: room, HTTP_LISTEN: (*room, "--http-listen", "127.0.0.1:0"), SLOW_DISK: room}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         sizes = [prefill(Path(tmp) / f"data{suffix}", "big", FOUR_MIB) for suffix in flags]
         servers = {}
         for suffix, extra in flags.items():
-            servers[suffix] = ServerProcess(Path(tmp) / f"data{suffix}", *extra).start()
+            servers[suffix] = ServerProcess(Path(tmp) / f"data{suffix}", *extra,
+                                            env=SLOW_SYNC if suffix == SLOW_DISK else None).start()
             stack.callback(servers[suffix].terminate)
         calls, clients = {}, {}
         for suffix, server in servers.items():
             clients[suffix] = stack.enter_context(Client(server.tcp))
             clients[suffix].get_context("big")  # open it once, as a live session is
-            calls.update(grpc_calls(suffix, stack.enter_context(grpc.insecure_channel(server.tcp)), clients[suffix]))
+            calls.update(grpc_calls(suffix, stack.enter_context(grpc.insecure_channel(server.tcp))))
         time.sleep(SETTLE_SECONDS)  # vectors of the big sessions are embedded and indexed in the background
         # The three servers get the same calls, in an order that rotates: no server always goes first.
         results = interleaved(calls, rounds=args.rounds, rotate=True)
@@ -176,6 +212,7 @@ def main() -> None:
         "http_json_over_grpc_p50": {name: round(results[f"http_json_{name}"]["p50_ms"]
                                                 / results[f"grpc_{name}_beside_http"]["p50_ms"], 3)
                                     for name in ("append_empty", "get_context_4mib")},
+        "targets": {suffix or "this_disk": targets(results, rates, suffix) for suffix in ("", TWIN, SLOW_DISK)},
     }
     for name, r in results.items():
         print(f"{name:38s} p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms  "
@@ -187,6 +224,8 @@ def main() -> None:
     print("with http_listen / without:", json.dumps(report["with_http_listen_over_without"]))
     print("twin (the noise) / without:", json.dumps(report["twin_over_without"]))
     print("HTTP/JSON / gRPC on one server (p50):", json.dumps(report["http_json_over_grpc_p50"]))
+    for name, figures in report["targets"].items():
+        print(f"targets, {name}:", json.dumps(figures))
     save("latency", report)
 
 

@@ -153,12 +153,35 @@ def scale(size: int, query_count: int, embedder: BuiltinEmbedder, tuning: Tuning
 
         timings = interleaved({"memsvc_nearest": ours, "numpy_brute_force": brute}, rounds=query_count,
                               warmup=50)
+        sweep = search_k_sweep(Generation.open(directory, info, DIMENSION), queries, exact_scores, tenth)
         store.close()
     path = "exact scan" if size <= generation.EXACT_ITEMS else "annoy"
     return {"vectors": size, "dimension": DIMENSION, "trees": tuning.trees, "search_k": tuning.search_k,
             "query_path": path, "embed_seconds": round(embed_seconds, 2), "build_seconds": round(build_seconds, 2),
-            "recall_at_10": round(float(np.mean(recalls)), 4), "query": timings,
+            "recall_at_10": round(float(np.mean(recalls)), 4), "query": timings, "annoy_search_k_sweep": sweep,
             "speedup_p50": round(timings["numpy_brute_force"]["p50_ms"] / timings["memsvc_nearest"]["p50_ms"], 2)}
+
+
+SWEEP_SEARCH_K = (1_000, 3_000, 7_000, 15_000, 30_000)
+
+
+def search_k_sweep(built: Generation, queries: np.ndarray, exact_scores: np.ndarray, tenth: np.ndarray) -> list:
+    """Annoy alone on the built generation: recall@10 and query p50 for each search_k (what the
+    trees can give, before anything memsvc does around them)."""
+    if built.index is None or len(built.rows) <= generation.EXACT_ITEMS:
+        return []
+    found = []
+    for search_k in SWEEP_SEARCH_K:
+        recalls, samples = [], []
+        for n, query in enumerate(queries):
+            started = time.perf_counter()
+            items = built.index.get_nns_by_vector(query.tolist(), 10, search_k=search_k)
+            samples.append(time.perf_counter() - started)
+            ids = built.rows["id"][np.asarray(items, dtype=np.int64)].tolist()
+            recalls.append(recall_at_10(ids, exact_scores[n], tenth[n]))
+        found.append({"search_k": search_k, "recall_at_10": round(float(np.mean(recalls)), 4),
+                      "p50_ms": round(float(np.median(samples)) * 1e3, 3)})
+    return found
 
 
 def end_to_end(size: int, query_count: int) -> dict:

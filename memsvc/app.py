@@ -20,6 +20,8 @@ from memsvc.core import durable
 from memsvc.core.config import Settings
 from memsvc.core.secrets import read_secret
 from memsvc.core.units import seconds_to_nanos
+from memsvc.fit import refresh
+from memsvc.fit.fitter import Fitter
 from memsvc.lessons.backend import LessonStore
 from memsvc.lessons.service import Lessons
 from memsvc.lessons.sqlite import SqliteLessonStore
@@ -54,6 +56,7 @@ class App:
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
         self.reranker = rerank.from_settings(settings)
+        self.model_table = refresh.from_settings(settings)
         self.jobs = Scheduler()
         offset = seconds_to_nanos(settings.clock_offset_seconds)
 
@@ -70,8 +73,8 @@ class App:
         self.sessions = Sessions(settings, derived=[self.archive, self.vectors], embeddings=self.vectors,
                                  on_oversize=compactions.request)
         # Reads across the compaction cut: messages compacted out before a run are still summarized.
-        self.summarizer = Summarizer(settings, self.sessions, Transcript(self.sessions, self.archive).messages_after,
-                                     summary_model, self.judge)
+        self.transcript = Transcript(self.sessions, self.archive)
+        self.summarizer = Summarizer(settings, self.sessions, self.transcript.messages_after, summary_model, self.judge)
         self.lifecycle = Lifecycle(self.sessions, self.archive, compactions, exclusive=[self.summarizer.guard])
         self.contexts = Contexts(self.sessions, self.judge, cached_sessions=settings.max_open_sessions)
 
@@ -81,6 +84,10 @@ class App:
 
         self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
                                embedder=self.embedder)
+
+        # In-run compaction: the model table refreshes itself in the background, never on a request.
+        self.fitter = Fitter(settings, self.model_table, self.summarizer, summary_model)
+        self.model_table.start()
 
         self.store = durable.DataPaths([settings.store_dir])
 
@@ -112,10 +119,12 @@ class App:
 
         self.summarizer.stop()
         self.jobs.stop(timeout=left())
+        self.model_table.close()
         for model in filter(None, self.models):
             model.endpoint.close()
         self.reranker.close()
         self.lifecycle.close(timeout=left())
+        self.sessions.close()
         self.archive.close(timeout=left())
         self.vectors.close(timeout=left())
         self.lessons.close()

@@ -34,12 +34,13 @@ import (
 // DefaultTimeout is the deadline of every call whose context has none.
 const DefaultTimeout = 10 * time.Second
 
-// Client is a connection to one memsvc server. Both services' generated
-// methods are promoted: client.Append, client.GetContext, client.RecordError...
-// Every error they return is an *Error.
+// Client is a connection to one memsvc server. Every service's generated
+// methods are promoted: client.Append, client.GetContext, client.RecordError,
+// client.FitContext... Every error they return is an *Error.
 type Client struct {
 	memsvcv1.MemoryServiceClient
 	memsvcv1.ErrorMemoryServiceClient
+	memsvcv1.FitServiceClient
 	conn *grpc.ClientConn
 }
 
@@ -54,7 +55,8 @@ type settings struct {
 	dialOptions []grpc.DialOption
 }
 
-// WithTimeout sets the deadline of calls whose context has none (default 10 s).
+// WithTimeout sets the deadline of calls whose context has none (default 10 s; FitContext's is
+// FitTimeout, unless this is longer).
 func WithTimeout(timeout time.Duration) Option {
 	return func(s *settings) { s.timeout = timeout }
 }
@@ -129,6 +131,7 @@ func Dial(target string, options ...Option) (*Client, error) {
 	return &Client{
 		MemoryServiceClient:      memsvcv1.NewMemoryServiceClient(conn),
 		ErrorMemoryServiceClient: memsvcv1.NewErrorMemoryServiceClient(conn),
+		FitServiceClient:         memsvcv1.NewFitServiceClient(conn),
 		conn:                     conn,
 	}, nil
 }
@@ -173,11 +176,19 @@ func parseTarget(target string) (string, func(context.Context, string) (net.Conn
 }
 
 func defaultDeadline(timeout time.Duration) grpc.UnaryClientInterceptor {
+	fitTimeout := timeout
+	if fitTimeout < FitTimeout {
+		fitTimeout = FitTimeout
+	}
 	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
 		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if _, set := ctx.Deadline(); !set {
+			limit := timeout
+			if method == fitContext {
+				limit = fitTimeout
+			}
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
+			ctx, cancel = context.WithTimeout(ctx, limit)
 			defer cancel()
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
@@ -198,12 +209,26 @@ func bearer(token string) grpc.UnaryClientInterceptor {
 // in front of several servers routes by it.
 const SessionMetadata = "memsvc-session"
 
-var memoryService = "/" + string(memsvcv1.File_memsvc_v1_memory_proto.Services().ByName("MemoryService").FullName()) + "/"
+// perSession are the services whose session_id names the session a call acts on (RecordError's is
+// only provenance), as method-name prefixes.
+var perSession = []string{
+	"/" + string(memsvcv1.File_memsvc_v1_memory_proto.Services().ByName("MemoryService").FullName()) + "/",
+	"/" + string(memsvcv1.File_memsvc_v1_fit_proto.Services().ByName("FitService").FullName()) + "/",
+}
 
-// sessionHeader names the session of every MemoryService RPC whose request has a session id.
+func actsOnSession(method string) bool {
+	for _, prefix := range perSession {
+		if strings.HasPrefix(method, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionHeader names the session of every per-session RPC whose request has a session id.
 func sessionHeader(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if named, ok := req.(interface{ GetSessionId() string }); ok && strings.HasPrefix(method, memoryService) {
+	if named, ok := req.(interface{ GetSessionId() string }); ok && actsOnSession(method) {
 		if id := named.GetSessionId(); id != "" && printableASCII(id) {
 			ctx = metadata.AppendToOutgoingContext(ctx, SessionMetadata, id)
 		}

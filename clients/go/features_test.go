@@ -58,14 +58,16 @@ func TestErrorsMatchTheirCodeSentinel(t *testing.T) {
 	}
 }
 
-func TestRetriesFollowTheContract(t *testing.T) {
+// throughProxy starts a real server and the recording proxy in front of it, answering as the
+// fail rules say, and dials the proxy with quick retries.
+func throughProxy(t *testing.T, fail ...string) (*memsvc.Client, *testserver.Proxy) {
+	t.Helper()
 	server, err := testserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(server.Stop)
-	proxy, err := testserver.StartProxy(server.TCP, "GetContext=UNAVAILABLE:2", "Append=UNAVAILABLE:2",
-		"Summarize=UNAVAILABLE:1", "ListSessions=UNAVAILABLE:1")
+	proxy, err := testserver.StartProxy(server.TCP, fail...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +75,12 @@ func TestRetriesFollowTheContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return client, proxy
+}
+
+func TestRetriesFollowTheContract(t *testing.T) {
+	client, proxy := throughProxy(t, "GetContext=UNAVAILABLE:2", "Append=UNAVAILABLE:2", "Summarize=UNAVAILABLE:1",
+		"ListSessions=UNAVAILABLE:1", "DeleteMessages=UNAVAILABLE:2")
 	ctx := context.Background()
 	if _, err := client.GetContext(ctx, &memsvcv1.GetContextRequest{SessionId: "r1"}); err != nil {
 		t.Fatalf("GetContext after two UNAVAILABLE: %v", err)
@@ -88,6 +96,12 @@ func TestRetriesFollowTheContract(t *testing.T) {
 	}
 	if _, err := client.Summarize(ctx, &memsvcv1.SummarizeRequest{SessionId: "r1"}); !errors.Is(err, memsvc.ErrUnavailable) {
 		t.Fatalf("Summarize is not retried: %v", err)
+	}
+	if _, err := client.DeleteMessages(ctx, &memsvcv1.DeleteMessagesRequest{SessionId: "r1", Last: 1}); !errors.Is(err, memsvc.ErrUnavailable) {
+		t.Fatalf("DeleteMessages by last is not retried: %v", err)
+	}
+	if _, err := client.DeleteMessages(ctx, &memsvcv1.DeleteMessagesRequest{SessionId: "r1", Ids: []uint64{1}}); err != nil {
+		t.Fatalf("DeleteMessages by ids is retried: %v", err)
 	}
 	off := memsvc.WithRetryCall(ctx, false)
 	if _, err := client.ListSessions(off, &memsvcv1.ListSessionsRequest{}); !errors.Is(err, memsvc.ErrUnavailable) {
@@ -106,7 +120,7 @@ func TestRetriesFollowTheContract(t *testing.T) {
 			t.Fatalf("%s carried %s=%q", name, memsvc.SessionMetadata, session)
 		}
 	}
-	want := map[string]int{"GetContext": 3, "Append": 3, "Summarize": 1, "ListSessions": 1}
+	want := map[string]int{"GetContext": 3, "Append": 3, "Summarize": 1, "ListSessions": 1, "DeleteMessages": 3}
 	for name, n := range want {
 		if count[name] != n {
 			t.Fatalf("%s reached the proxy %d times, want %d (all: %v)", name, count[name], n, count)
@@ -141,5 +155,41 @@ func TestKeywordOptionsReachTheServer(t *testing.T) {
 	around := search(&memsvcv1.SearchRequest{Query: "pasta", WithContext: true})
 	if len(around) != 3 || !around[0].GetIsContext() || around[2].GetIsContext() || around[2].GetRun() != 1 {
 		t.Fatalf("WithContext: %v", around)
+	}
+}
+
+func TestRolesPayloadsPagesAndDeletion(t *testing.T) {
+	tcp, _ := live(t)
+	ctx := context.Background()
+	payload := `{"tool_calls": [{"id": "call_1", "args": {"city": "Z\u00fcrich"}}]}`
+	system, _ := memsvc.Msg("system", "Be brief.")
+	tool, _ := memsvc.Msg("tool", "sunny")
+	tool.PayloadJson = `"sunny"`
+	call := memsvc.Assistant("get_weather(Zurich)")
+	call.PayloadJson = payload
+	if _, err := tcp.Append(ctx, &memsvcv1.AppendRequest{SessionId: "framework",
+		Messages: []*memsvcv1.Message{system, memsvc.User("Weather in Zurich?"), call, tool}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := tcp.ListMessages(ctx, &memsvcv1.ListMessagesRequest{SessionId: "framework", PageSize: 3})
+	if err != nil || len(first.Messages) != 3 || first.Messages[0].Role != memsvcv1.Role_ROLE_SYSTEM ||
+		first.Messages[2].PayloadJson != payload || first.NextPageToken == "" {
+		t.Fatalf("first page: %v %v", first, err)
+	}
+	rest, err := tcp.ListMessages(ctx, &memsvcv1.ListMessagesRequest{SessionId: "framework",
+		PageToken: first.NextPageToken})
+	if err != nil || len(rest.Messages) != 1 || rest.Messages[0].Role != memsvcv1.Role_ROLE_TOOL ||
+		rest.Messages[0].PayloadJson != `"sunny"` || rest.NextPageToken != "" {
+		t.Fatalf("last page: %v %v", rest, err)
+	}
+	popped, err := tcp.DeleteMessages(ctx, &memsvcv1.DeleteMessagesRequest{SessionId: "framework", Last: 1})
+	if err != nil || len(popped.Messages) != 1 || popped.Messages[0].Content != "sunny" ||
+		popped.Deleted.GetHistoryMessages() != 1 {
+		t.Fatalf("pop: %v %v", popped, err)
+	}
+	_, err = tcp.DeleteMessages(ctx, &memsvcv1.DeleteMessagesRequest{SessionId: "framework", Ids: []uint64{1}, Last: 1})
+	if failure, _ := memsvc.AsError(err); !errors.Is(err, memsvc.ErrInvalidArgument) ||
+		failure.Reason != "DELETE_TARGET_AMBIGUOUS" {
+		t.Fatalf("ids and last: %v", err)
 	}
 }

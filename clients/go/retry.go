@@ -1,8 +1,8 @@
 package memsvc
 
 // This file owns retries as the contract allows them: after UNAVAILABLE only, for the RPCs whose
-// idempotency_level is set (Append only with an IdempotencyKey; any RPC the caller asks for with
-// WithRetryCall), with capped exponential backoff and full jitter, within the call's deadline.
+// idempotency_level is set (Append only with an IdempotencyKey, DeleteMessages only with Ids; any
+// RPC the caller asks for with WithRetryCall), with capped exponential backoff and full jitter, within the call's deadline.
 // It must never decide anything about requests or results.
 
 import (
@@ -49,7 +49,7 @@ func WithRetryCall(ctx context.Context, retry bool) context.Context {
 var retrySafe = func() map[string]bool {
 	safe := map[string]bool{}
 	for _, file := range []protoreflect.FileDescriptor{memsvcv1.File_memsvc_v1_memory_proto,
-		memsvcv1.File_memsvc_v1_error_memory_proto} {
+		memsvcv1.File_memsvc_v1_error_memory_proto, memsvcv1.File_memsvc_v1_fit_proto} {
 		for i := 0; i < file.Services().Len(); i++ {
 			service := file.Services().Get(i)
 			for j := 0; j < service.Methods().Len(); j++ {
@@ -69,6 +69,9 @@ func retrying(policy RetryPolicy) grpc.UnaryClientInterceptor {
 		safe := retrySafe[method]
 		if keyed, ok := req.(*memsvcv1.AppendRequest); ok && keyed.GetIdempotencyKey() != "" {
 			safe = true
+		}
+		if named, ok := req.(*memsvcv1.DeleteMessagesRequest); ok && len(named.GetIds()) > 0 {
+			safe = true // a repeat deletes nothing more
 		}
 		if asked, ok := ctx.Value(retryKey{}).(bool); ok {
 			safe = asked

@@ -1,7 +1,8 @@
 """The full-text archive: every message ever appended, in Tantivy.
 
-Owns `.store/archive/` (the Tantivy index in `index-v2/`, see reindex.py, and `cutoffs.json`
-holding each session's compact cutoff `start_at`), opening the index,
+Owns `.store/archive/` (the Tantivy index in `index-v3/`, moved there from an
+older analyzer or schema by reindex.py, and `cutoffs.json` holding each
+session's compact cutoff `start_at`), opening the index,
 handing changes to its one writer thread (writer.py: batched commits), and
 keyword queries over archived messages. It is the source of truth for
 messages compacted out of history.json, and derived (re-indexed on open) for
@@ -51,6 +52,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("role", tokenizer_name="raw", stored=True)
     builder.add_text_field("sender", tokenizer_name="raw", stored=True)
     builder.add_text_field("content", tokenizer_name=keywords.ANALYZER_NAME, stored=True)
+    builder.add_bytes_field("payload", stored=True)  # stored only: never searched
     return builder.build()
 
 
@@ -85,13 +87,14 @@ class Archive:
 
     def __init__(self, store_dir: Path, commit_interval: float = 0.05):
         self.directory = store_dir / "archive"
-        self.schema = _schema()
         durable.ensure_dir(self.directory)
+        self.schema = _schema()
         refused: reindex.Refused | None = None
         try:
             index_dir = reindex.current_index(self.directory, self.schema)
         except reindex.Refused as exc:
             refused, index_dir = exc, exc.index_dir  # the older index, kept as it was
+        self.index_dir = index_dir
         self.damage = Damage(index_dir)
         self.meta_path = self.directory / "cutoffs.json"
         self.meta = self._read_cutoffs()
@@ -107,7 +110,8 @@ class Archive:
             opened = self._open(index_dir)
         if opened is not None:
             self.index = opened[0]
-            self._writer = Writer(*opened, commit_interval, self.damage, self._count, self._present_ids)
+            self._writer = Writer(*opened, commit_interval, self.damage, self._count, self._present_ids,
+                                  self._messages_with_ids)
         metrics.gauge("archive_damaged", "1 while the archive index is damaged and refused, else 0.",
                       lambda: self.damage.problem is not None)
 
@@ -183,6 +187,15 @@ class Archive:
                 durable.atomic_write(self.meta_path, msgspec.json.encode(self.meta))
         return op.cleared
 
+    def deleted(self, session_id: str, ids: list[int]) -> int:
+        """Delete these messages of the session, committed before this returns; how many were deleted."""
+        self.check_writable()
+        op = Op("delete", session_id, ids=ids)
+        self._enqueue(op)
+        self.flush()
+        failpoints.hit("archive.deleted")
+        return op.cleared
+
     # -- writing ---------------------------------------------------------------
 
     def _enqueue(self, op: Op) -> None:
@@ -227,17 +240,36 @@ class Archive:
         return {searcher.doc(address)["id"][0] for _, address in hits}
 
     @_reading
-    def messages(self, session_id: str, after_id: int, below_id: int) -> list[Record]:
-        """Archived messages with after_id < id < below_id, oldest first."""
+    def messages(self, session_id: str, after_id: int, below_id: int, limit: int | None = None,
+                 newest_first: bool = False) -> list[Record]:
+        """Archived messages with after_id < id < below_id, oldest first; with `limit`, only the
+        first (or `newest_first`, the last) `limit` of them."""
         if below_id - after_id <= 1:
             return []
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
                                              (tantivy.Occur.Must, self._id_range(after_id + 1, below_id - 1))])
-        searcher = self.index.searcher()
-        total = _total(searcher.search(query, limit=1, count=True))
-        if total == 0:
+        records = self._in_id_order(query, limit, newest_first)
+        return records[::-1] if newest_first else records
+
+    @_reading
+    def stored(self, session_id: str, ids: list[int]) -> list[Record]:
+        """The archived messages with these ids, oldest first."""
+        if not ids:
             return []
-        hits = searcher.search(query, limit=total, count=False, order_by_field="id", order=tantivy.Order.Asc).hits
+        return self._in_id_order(self._messages_with_ids(session_id, ids))
+
+    def _messages_with_ids(self, session_id: str, ids: list[int]) -> tantivy.Query:
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
+                                            (tantivy.Occur.Must, tantivy.Query.term_set_query(self.schema, "id", ids))])
+
+    def _in_id_order(self, query: tantivy.Query, limit: int | None = None, descending: bool = False) -> list[Record]:
+        searcher = self.index.searcher()
+        if limit is None:
+            limit = _total(searcher.search(query, limit=1, count=True))
+        if limit <= 0:
+            return []
+        hits = searcher.search(query, limit=limit, count=False, order_by_field="id",
+                               order=tantivy.Order.Desc if descending else tantivy.Order.Asc).hits
         return [_record(searcher.doc(address)) for _, address in hits]
 
     @_reading
@@ -297,8 +329,10 @@ class Archive:
 
 
 def _record(document: tantivy.Document) -> Record:
+    payload = document.get_first("payload")
     return Record(id=document["id"][0], role=document["role"][0], content=document["content"][0],
-                  send_at=document["send_at"][0], sender=document.get_first("sender") or "")
+                  send_at=document["send_at"][0], sender=document.get_first("sender") or "",
+                  payload=payload.decode() if payload else "")
 
 
 def _total(result: tantivy.SearchResult) -> int:

@@ -7,8 +7,8 @@ archived. Han, kana and hangul characters are one token each (those scripts
 put no spaces between words); every other run of letters and digits is one
 token (`max_history_bytes` is three), lowercased, folded to ASCII where
 Latin letters carry marks (`Mâcon` is `macon`) and stemmed by Snowball's
-English stemmer (`deploying`, `deployed` and `deployment` are all `deploy`). `ANALYZER_VERSION` names this
-analyzer: the archive re-indexes itself when it changes.
+English stemmer (`deploying`, `deployed` and `deployment` are all `deploy`). The archive's index
+is built with it: a change to it needs a new reindex.VERSION, and the archive then re-indexes itself.
 
 A query is ranked, not a filter (`parse`): any of its words may match, and
 BM25 ranks messages holding more of them, and rarer ones, first. English stop
@@ -36,8 +36,6 @@ import tantivy
 SCRIPTS_WITHOUT_SPACES = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
 TOKEN_PATTERN = f"[{SCRIPTS_WITHOUT_SPACES}]|[^\\W_{SCRIPTS_WITHOUT_SPACES}]+"
 ANALYZER_NAME = "memsvc_words"
-ANALYZER_VERSION = 2
-"1: lowercased tokens; 2: split at underscores too, lowercased, folded to ASCII, stemmed (English)."
 
 QUOTES_ARE_EMPHASIS_PAST = 8
 "Words outside quotes past which a query is prose (an agent passing a user's request), not search syntax."

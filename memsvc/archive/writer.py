@@ -16,9 +16,7 @@ a caller but flush().
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-import time
 from collections.abc import Callable
 
 import msgspec
@@ -40,11 +38,13 @@ CLOSE_SECONDS = 5.0
 
 class Op(msgspec.Struct):
     kind: str
-    "add | reconcile | clear | commit (commit now, without waiting for more)"
+    "add | reconcile | clear | delete | commit (commit now, without waiting for more)"
     session_id: str
     records: list[Record] = []
+    ids: list[int] = []
+    "delete: the ids of the session's messages to delete."
     cleared: int = 0
-    "clear: how many of the session's messages it deleted, set by the writer."
+    "clear and delete: how many of the session's messages it deleted, set by the writer."
     number: int = 0
     "Its place in the queue, from 1."
 
@@ -53,14 +53,20 @@ class Writer:
     """`count(session)` and `present_ids(session, lowest, highest)` read the committed index."""
 
     def __init__(self, index: tantivy.Index, writer: tantivy.IndexWriter, commit_interval: float, damage: Damage,
-                 count: Callable[[str], int], present_ids: Callable[[str, int, int], set[int]]):
+                 count: Callable[[str], int], present_ids: Callable[[str, int, int], set[int]],
+                 messages_with_ids: Callable[[str, list[int]], tantivy.Query]):
         self.index = index
         self._writer = writer
         self.commit_interval = commit_interval
         self.damage = damage
         self._count = count
         self._present_ids = present_ids
-        self._queue: queue.Queue[Op | None] = queue.Queue()
+        self._messages_with_ids = messages_with_ids
+        self._pending: list[Op | None] = []
+        "Queued operations (None: close); the thread takes them all at once."
+        self._arrived = threading.Condition()
+        self._urgent = False
+        "A commit (flush) or the close is pending: stop gathering."
         self._queued = 0
         self._settled = 0
         "Operations committed or given up on: they are applied in order."
@@ -93,7 +99,17 @@ class Writer:
         with self._progress:
             self._queued += 1
             op.number = self._queued
-            self._queue.put(op)
+            self._put(op)
+
+    def _put(self, op: Op | None) -> None:
+        # Wakes the thread only for the first operation of a batch or one that cannot wait: the
+        # Appends between cost the thread nothing, nor the GIL they would take from the requests.
+        with self._arrived:
+            self._pending.append(op)
+            urgent = op is None or op.kind == "commit"
+            self._urgent = self._urgent or urgent
+            if urgent or len(self._pending) == 1:
+                self._arrived.notify()
 
     def flush(self, timeout: float) -> None:
         """Wait until everything queued so far is committed and searchable (see Archive.flush)."""
@@ -116,7 +132,7 @@ class Writer:
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
         """Commit everything queued (trying for at most `timeout`), then release the index."""
         self._closing.set()
-        self._queue.put(None)
+        self._put(None)
         self._thread.join(timeout)
         if self._thread.is_alive():
             log.error("archive writer still busy at shutdown; what it did not commit is re-indexed from "
@@ -128,13 +144,10 @@ class Writer:
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            batch = [self._queue.get()]
-            deadline = time.monotonic() + self.commit_interval
-            while batch[-1] is not None and batch[-1].kind != "commit" and (left := deadline - time.monotonic()) > 0:
-                try:
-                    batch.append(self._queue.get(timeout=left))
-                except queue.Empty:
-                    break
+            with self._arrived:
+                self._arrived.wait_for(lambda: self._pending)
+                self._arrived.wait_for(lambda: self._urgent, self.commit_interval)
+                batch, self._pending, self._urgent = self._pending, [], False
             if None in batch:
                 stopping = True
             ops = [op for op in batch if op is not None]
@@ -220,6 +233,19 @@ class Writer:
             self._batch_cleared.add(op.session_id)
             # Deletes reach only documents added before them, so later adds of this batch survive.
             self._writer.delete_documents_by_term("session", op.session_id)
+        elif op.kind == "delete" and op.ids:
+            self._delete(op)
+
+    def _delete(self, op: Op) -> None:
+        """Delete some of a session's messages by id: those committed and those added in this batch."""
+        wanted = set(op.ids)
+        query = self._messages_with_ids(op.session_id, sorted(wanted))
+        committed = 0 if op.session_id in self._batch_cleared else int(
+            self.index.searcher().search(query, limit=1, count=True).count)  # type: ignore[attr-defined]
+        batch = self._batch_ids.get(op.session_id, set())
+        op.cleared = committed + len(batch & wanted)
+        batch -= wanted
+        self._writer.delete_documents_by_query(query)
 
     def _add(self, session_id: str, records: list[Record]) -> None:
         self._batch_ids.setdefault(session_id, set()).update(record.id for record in records)
@@ -231,4 +257,6 @@ class Writer:
             document.add_text("role", record.role)
             document.add_text("sender", record.sender)
             document.add_text("content", record.content)
+            if record.payload:
+                document.add_bytes("payload", record.payload.encode())
             self._writer.add_document(document)

@@ -6,6 +6,10 @@ the server's code, everything else talks to a running server through the client 
 
 from __future__ import annotations
 
+# First: it picks grpc's I/O layer, which only works before grpc is imported.
+from memsvc.cli import grpc_stack  # noqa: F401
+
+# isort: split
 import argparse
 import sys
 from pathlib import Path

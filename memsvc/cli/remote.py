@@ -1,6 +1,6 @@
 """The operator commands: look at and manage the sessions and lessons of a running server.
 
-`memsvc sessions`, `show`, `search`, `compact`, `summarize`, `reset`, `remove` and
+`memsvc sessions`, `show`, `search`, `compact`, `summarize`, `reset`, `remove`, `delete` and
 `memsvc lessons list|show|edit|delete`, each one or a few RPCs through the Python client
 (`--target`, the token from `--token-file`), printed as tables or, with `--json`, as the
 results' JSON. Owns the arguments, what each command prints and its exit code (1 when the
@@ -158,6 +158,16 @@ def remove(memory: Any, args: argparse.Namespace) -> None:
     _deleted(memory.remove_session(args.session), args, "removed")
 
 
+def delete(memory: Any, args: argparse.Namespace) -> None:
+    reply = memory.delete_messages(args.session, args.id or (), last=args.last or 0)
+    if args.json:
+        return as_json(reply)
+    _messages(reply.messages, "no such messages: nothing was deleted")
+    deleted = reply.deleted
+    print(f"deleted from {args.session}: {deleted.history_messages} messages from history.json, "
+          f"{deleted.archived_messages} from the archive, {deleted.vectors} vectors")
+
+
 # -- lessons ----------------------------------------------------------------------------
 
 
@@ -255,6 +265,14 @@ def add_commands(commands: Any) -> None:
         if name == "reset":
             parser.add_argument("--mode", choices=("summary", "all"), default="summary",
                                 help="what goes: the conversation only (summary, the default) or everything (all)")
+    deleter = _command(commands, "delete", delete, "delete some messages of a session from every store",
+                       "Delete the messages with the given ids (see `memsvc show` or `search`), or the newest N, "
+                       "from history.json, the archive and the vectors; prints what was deleted. Ids are never "
+                       "given again; the rolling summary is kept.")
+    deleter.add_argument("session", metavar="SESSION", help="the session id")
+    target = deleter.add_mutually_exclusive_group(required=True)
+    target.add_argument("--id", type=int, action="append", help="a message id (repeatable)")
+    target.add_argument("--last", type=int, help="the newest N messages")
     finder = _command(commands, "search", search, "search a session's messages",
                       "Search one session: by keyword over the archive and the recent messages, by meaning over "
                       "the recent messages (semantic, the server's default), or both fused (hybrid).")

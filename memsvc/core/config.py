@@ -102,6 +102,17 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Most characters of conversation sent in one summary call."
     relevance_timeout_seconds: float = 15.0
     "Seconds GetContext waits for the decision model before keeping every summary entry."
+    # -- in-run compaction (FitContext) --
+    fit_threshold: float = 0.8
+    "Share of a model's context window a run may fill before FitContext compacts it (CheckThreshold)."
+    default_context_window: int = 128_000
+    "Context window in tokens of a model no table or endpoint lists."
+    model_table_url: str = ""
+    "URL of a JSON model table (vendor -> model -> {\"in\": window}) merged over the shipped one; empty: shipped only."
+    model_info_base_url: str = ""
+    "Base URL of an OpenAI-compatible API whose GET /models reports context_length or max_model_len; fills gaps."
+    model_table_refresh_seconds: float = 3600.0
+    "Seconds between background fetches of model_table_url and model_info_base_url (the last good copy stays on disk)."
     error_ttl_days: float = 90.0
     "Days an error-memory lesson lives after its last hit."
     error_purge_schedule: str = "17 * * * *"
@@ -236,6 +247,10 @@ def _check(settings: Settings) -> None:
         raise InvalidSetting("tls_cert_file and tls_key_file go together: set both or neither")
     if settings.tls_client_ca_file and not settings.tls_cert_file:
         raise InvalidSetting("tls_client_ca_file needs tls_cert_file and tls_key_file: mTLS is TLS first")
+    if not 0 < settings.fit_threshold <= 1:
+        raise InvalidSetting(f"fit_threshold must be above 0 and at most 1, got {settings.fit_threshold}")
+    if settings.default_context_window <= 0 or settings.model_table_refresh_seconds <= 0:
+        raise InvalidSetting("default_context_window and model_table_refresh_seconds must be positive")
     for name in ("summary_schedule", "error_purge_schedule"):
         try:
             CronSim(getattr(settings, name), datetime.now())

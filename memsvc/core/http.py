@@ -60,13 +60,22 @@ class Provider:
     def post_json(self, path: str, body: bytes, *, timeout: float | None = None,
                   max_retries: int | None = None) -> bytes:
         """POST `body` (JSON) to `path`; the body of the 200 reply, else ProviderFailure after the retries."""
+        return self._send("POST", path, body, timeout, max_retries)
+
+    def get(self, path: str = "", *, timeout: float | None = None, max_retries: int | None = None) -> bytes:
+        """GET `path`; the body of the 200 reply, else ProviderFailure after the retries."""
+        return self._send("GET", path, None, timeout, max_retries)
+
+    def _send(self, method: str, path: str, body: bytes | None, timeout: float | None,
+              max_retries: int | None) -> bytes:
         url = self.base_url + path
         retries = self.max_retries if max_retries is None else max_retries
+        headers = {"Content-Type": "application/json"} if body is not None else {}
         for attempt in range(retries + 1):
             wait: float | None = None
             try:
-                response = self.http.post(url, content=body, timeout=timeout or self.timeout,
-                                          headers={"Content-Type": "application/json"})
+                response = self.http.request(method, url, content=body, timeout=timeout or self.timeout,
+                                             headers=headers)
             except httpx.TransportError as exc:
                 failure = ProviderFailure(url, 0, type(exc).__name__)
             else:

@@ -1,8 +1,8 @@
 """The message record every tier stores: one message of a session.
 
 Owns its fields and their names on disk (history.json's `sendAt`,
-`idempotencyKey`) and the roles a message may have. Must never know where a
-record is kept.
+`idempotencyKey`, `payload`) and the roles a message may have. Must never
+know where a record is kept.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import re
 
 import msgspec
 
-ROLES = ("user", "assistant")
+ROLES = ("user", "assistant", "system", "tool")
+"system: instructions to the model; tool: a tool call's result (the call itself is the assistant's)."
 
 _INVISIBLE = (
     r"\s\x00-\x1f\x7f-\x9f"  # whitespace and controls (Cc)
@@ -43,3 +44,5 @@ class Record(msgspec.Struct, omit_defaults=True, gc=False,
     sender: str = ""
     idempotency_key: str = ""
     "Set on every record of an Append that carried a key, so a retry finds its first result."
+    payload: str = ""
+    "Opaque JSON text kept beside the content, as the client sent it; never searched."

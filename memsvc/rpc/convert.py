@@ -36,14 +36,15 @@ def floats(values: Sequence[float], field: str) -> list[float]:
 def new_message(message: pb.Message) -> NewMessage:
     """The domain checks the role: an unknown or unset one arrives as ""."""
     return NewMessage(role=ROLE_NAMES.get(message.role, ""), content=message.content, sender=message.sender,
-                      send_at=message.send_at_unix_nano, embedding=floats(message.embedding, "embedding"))
+                      send_at=message.send_at_unix_nano, embedding=floats(message.embedding, "embedding"),
+                      payload=message.payload_json)
 
 
 def message(record: Record, with_content: bool = True) -> pb.Message:
-    """`with_content=False`: what Append acknowledges of a stored message, all but its content."""
+    """`with_content=False`: what Append acknowledges of a stored message, all but its content and payload."""
     return pb.Message(id=record.id, role=pb.Role.Name(ROLE_VALUES.get(record.role, pb.ROLE_UNSPECIFIED)),
                       content=record.content if with_content else "", sender=record.sender,
-                      send_at_unix_nano=record.send_at)
+                      send_at_unix_nano=record.send_at, payload_json=record.payload if with_content else "")
 
 
 def summary(value: Summary) -> pb.Summary:

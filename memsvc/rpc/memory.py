@@ -1,9 +1,11 @@
 """MemoryService: translates the per-session memory RPCs to domain calls.
 
-Only quick, bounded work runs on the event loop. What waits (an fsync, an
-archive commit, an LLM or embedding call, the disk) runs on a worker thread,
-and searches, which compute, on the `searches` pool (offload.py), together
-with the conversion of their requests and replies.
+Only quick, bounded work runs on the event loop. What waits (an archive
+commit, an LLM or embedding call, the disk) runs on a worker thread, and
+searches, which compute, on the `searches` pool (offload.py), together with
+the conversion of their requests and replies. A small Append to a session in
+memory is written from the loop and awaits the journal's sync
+(window/journal.py) without a thread of its own.
 """
 
 from __future__ import annotations
@@ -16,28 +18,58 @@ from memsvc.app import App
 from memsvc.rpc import convert
 from memsvc.rpc.offload import FairPool
 from memsvc.rpc.status import translated
+from memsvc.window.sessions import AppendResult
 from memsvc_client.v1 import memory_pb2 as pb
 from memsvc_client.v1 import memory_pb2_grpc
+
+QUICK_APPEND_MESSAGES = 8
+"Appends of up to this many messages are converted and checked on the event loop (a few microseconds each)."
+
+
+def _acknowledged(result: AppendResult) -> pb.AppendResponse:
+    # Without contents, the reply is always far smaller than the request: a stored Append is never
+    # refused for the size of its reply.
+    return pb.AppendResponse(messages=[convert.message(record, with_content=False) for record in result.records],
+                             replayed=result.replayed)
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     def __init__(self, app: App, searches: FairPool):
         self.app = app
         self.searches = searches
+        self._journal_write_due = False
+        "A write of the journal's waiting frames is scheduled on the event loop."
 
     @translated
     async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
-        # The fsync waits off the event loop: a slow disk must not stall every other call; so do
-        # the conversions of up to max_messages_per_request messages.
-        return await asyncio.to_thread(self._append, request)
+        sessions = self.app.sessions
+        if len(request.messages) > QUICK_APPEND_MESSAGES:
+            # Converting and checking up to max_messages_per_request messages would stall every other call.
+            result = await asyncio.to_thread(self._append, request)
+        else:
+            prepared = sessions.prepare(request.session_id, [convert.new_message(message)
+                                                             for message in request.messages],
+                                        request.idempotency_key)
+            # In memory and free, the session is written from here; on a quick disk the loop syncs the
+            # journal itself, once for every Append of this turn of the loop (no thread hop either way),
+            # on a slow one the journal's thread does, gathering Appends while it waits. Else a worker
+            # thread waits for the session.
+            here = sessions.journal.quick
+            started = sessions.append_nowait(prepared, write_here=here)
+            if started is not None and here and not self._journal_write_due:
+                self._journal_write_due = True
+                asyncio.get_running_loop().call_soon(self._write_journal)
+            result = await (asyncio.wrap_future(started) if started is not None
+                            else asyncio.to_thread(sessions.append_prepared, prepared))
+        return _acknowledged(result)
 
-    def _append(self, request: pb.AppendRequest) -> pb.AppendResponse:
+    def _write_journal(self) -> None:
+        self._journal_write_due = False
+        self.app.sessions.journal.write_waiting()
+
+    def _append(self, request: pb.AppendRequest) -> AppendResult:
         messages = [convert.new_message(message) for message in request.messages]
-        result = self.app.sessions.append(request.session_id, messages, request.idempotency_key)
-        # Without contents, the reply is always far smaller than the request: a stored Append is never
-        # refused for the size of its reply.
-        return pb.AppendResponse(messages=[convert.message(record, with_content=False) for record in result.records],
-                                 replayed=result.replayed)
+        return self.app.sessions.append(request.session_id, messages, request.idempotency_key)
 
     @translated
     async def GetContext(self, request: pb.GetContextRequest,
@@ -69,6 +101,18 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                                                request.session_id_contains)
         return pb.ListSessionsResponse(sessions=[convert.session_info(info) for info in infos],
                                        next_page_token=token)
+
+    @translated
+    async def ListMessages(self, request: pb.ListMessagesRequest,
+                           context: grpc.aio.ServicerContext) -> pb.ListMessagesResponse:
+        # Reads the archive and converts up to PAGE_BYTES of text: off the event loop.
+        def page() -> pb.ListMessagesResponse:
+            found = self.app.transcript.page(request.session_id, request.page_size, request.page_token,
+                                             request.newest_first)
+            return pb.ListMessagesResponse(messages=[convert.message(record) for record in found.records],
+                                           next_page_token=found.next_token)
+
+        return await asyncio.to_thread(page)
 
     @translated
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
@@ -109,3 +153,13 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                             context: grpc.aio.ServicerContext) -> pb.RemoveSessionResponse:
         deleted = await asyncio.to_thread(self.app.lifecycle.remove, request.session_id)
         return pb.RemoveSessionResponse(deleted=convert.deleted(deleted))
+
+    @translated
+    async def DeleteMessages(self, request: pb.DeleteMessagesRequest,
+                             context: grpc.aio.ServicerContext) -> pb.DeleteMessagesResponse:
+        def delete() -> pb.DeleteMessagesResponse:
+            result = self.app.lifecycle.delete_messages(request.session_id, list(request.ids), request.last)
+            return pb.DeleteMessagesResponse(messages=[convert.message(record) for record in result.records],
+                                             deleted=convert.deleted(result.deleted))
+
+        return await asyncio.to_thread(delete)

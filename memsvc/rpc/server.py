@@ -33,18 +33,27 @@ from memsvc.core.durable import DirectoryLock, ensure_dir
 from memsvc.core.errors import InvalidSetting
 from memsvc.rpc import auth
 from memsvc.rpc.error_memory import ErrorMemoryServicer
+from memsvc.rpc.fit import FitServicer
 from memsvc.rpc.instrument import Metrics
 from memsvc.rpc.malformed import MalformedRequests
 from memsvc.rpc.memory import MemoryServicer
 from memsvc.rpc.offload import FairPool
 from memsvc.runtime.metrics import MetricsListener
-from memsvc_client.v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
+from memsvc_client.v1 import (
+    error_memory_pb2,
+    error_memory_pb2_grpc,
+    fit_pb2,
+    fit_pb2_grpc,
+    memory_pb2,
+    memory_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = (
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"].full_name,
+    fit_pb2.DESCRIPTOR.services_by_name["FitService"].full_name,
 )
 ERROR_MEMORY_SERVICE = SERVICE_NAMES[1]
 ARCHIVE_HEALTH = "memsvc.archive"
@@ -156,15 +165,18 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         # Built off the event loop so the health port answers NOT_SERVING meanwhile.
         self.app = await asyncio.to_thread(App, self.settings)
-        memory, lessons = MemoryServicer(self.app, self.searches), ErrorMemoryServicer(self.app)
+        memory = MemoryServicer(self.app, self.searches)
+        lessons, fit = ErrorMemoryServicer(self.app), FitServicer(self.app)
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(memory, self.grpc)
         error_memory_pb2_grpc.add_ErrorMemoryServiceServicer_to_server(lessons, self.grpc)
+        fit_pb2_grpc.add_FitServiceServicer_to_server(fit, self.grpc)
         reflection.enable_server_reflection(SERVICE_NAMES + (health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.grpc)
         bound = [_bind(self.grpc, address, tls) for address in self.settings.listen]
         await self.grpc.start()
         for transport in self.transports:
-            extra[transport.name] = await transport.open(dict(zip(SERVICE_NAMES, (memory, lessons), strict=True)))
+            servicers = dict(zip(SERVICE_NAMES, (memory, lessons, fit), strict=True))
+            extra[transport.name] = await transport.open(servicers)
         await self._update_health()
         self._watching = asyncio.create_task(self._watch_health())
         log.info("serving", extra={"addresses": bound, **extra, "tls": tls is not None,

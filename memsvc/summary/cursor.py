@@ -41,6 +41,12 @@ class Cursor(msgspec.Struct):
     send_at: int
     "Its send time, UTC Unix nanoseconds."
 
+    def covers(self, record: Record) -> bool:
+        """True when `record` is summarized; a reference cursor covers its whole second."""
+        if self.last_id:
+            return record.id <= self.last_id
+        return record.send_at < (self.send_at // NANOS_PER_SECOND + 1) * NANOS_PER_SECOND
+
 
 class UnreadableCursor(FailedPrecondition):
     reason = "SUMMARY_CURSOR_UNREADABLE"

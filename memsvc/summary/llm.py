@@ -139,6 +139,15 @@ def fill(template: str, **values: str) -> str:
     return template
 
 
+def shortened(text: str, max_chars: int) -> str:
+    """`text` for a prompt: cut in the middle past `max_chars`, with a marker saying how much went."""
+    if len(text) <= max_chars:
+        return text
+    marker = f" [... {len(text) - max_chars} characters left out ...] "
+    keep = max(0, max_chars - len(marker))
+    return text[:keep - keep // 2] + marker + text[len(text) - keep // 2:]
+
+
 def _content(body: bytes, model: str, url: str) -> str:
     try:
         text = _decode_reply(body).choices[0].message.content

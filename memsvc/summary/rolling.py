@@ -30,6 +30,8 @@ MAX_KEY_DECISIONS = 8
 MAX_PAST_DISCUSSIONS = 8
 DO, DONT = "Do: ", "Don't: "
 LAST_DISCUSSED_FORMAT = "%Y-%m-%d %H:%M"
+TURN_CONTEXT_PREFIX = "Prior summary:"
+"How the turn context's text starts: FitContext knows the message by it."
 # Markers of earlier prompt versions (Chinese, Japanese; full- or half-width
 # colon) and loose English spellings, rewritten to the English marker. The
 # negative forms come first: `不要：` also starts like `要：` would after `不`.
@@ -120,7 +122,7 @@ def save(path: Path, summary: Summary) -> None:
 def turn_context(summary: Summary) -> str:
     """The text of the one user message that sits after the window."""
     block = msgspec.json.format(msgspec.json.encode(summary.to_dict()), indent=2).decode()
-    return f"Prior summary:\n```json\n{block}\n```"
+    return f"{TURN_CONTEXT_PREFIX}\n```json\n{block}\n```"
 
 
 # -- rules -------------------------------------------------------------------

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import msgspec
 
@@ -50,6 +51,23 @@ class Result(msgspec.Struct):
     summary: Summary | None
 
 
+class Turn(msgspec.Struct):
+    """One message of an agent run, as FitContext hands it to `fold`."""
+
+    role: str
+    "user, assistant or tool."
+    content: str
+
+
+class Folded(msgspec.Struct):
+    summary: Summary | None
+    "The summary after the fold; None when the session has none and nothing was folded."
+    covered: list[int]
+    "Indexes of the turns the summary now covers: folded now, or summarized before."
+    count: int
+    "Messages sent to the summary model; 0 when no call was needed."
+
+
 class SummaryReplyInvalid(Unavailable):
     """The summary model answered without a valid summary; a later run may do better."""
 
@@ -67,12 +85,7 @@ def transcript_line(record: Record, max_chars: int) -> str:
     """One message as the models see it, shortened in the middle past `max_chars`."""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.send_at // NANOS_PER_SECOND))
     who = f"{record.role} ({record.sender})" if record.sender else record.role
-    line = f"[{when}] {who}: {record.content}"
-    if len(line) <= max_chars:
-        return line
-    marker = f" [... {len(line) - max_chars} characters left out ...] "
-    keep = max(0, max_chars - len(marker))
-    return line[:keep - keep // 2] + marker + line[len(line) - keep // 2:]
+    return llm.shortened(f"[{when}] {who}: {record.content}", max_chars)
 
 
 def chunks(records: Sequence[Record], lines: Sequence[str], limit: int) -> list[list[int]]:
@@ -100,6 +113,33 @@ def chunks(records: Sequence[Record], lines: Sequence[str], limit: int) -> list[
     if current:
         done.append(current)
     return done
+
+
+def _previous(session_id: str, path: Path) -> Summary | None:
+    """The stored summary; FAILED_PRECONDITION when the file is there but unreadable."""
+    previous = rolling.load(path)
+    if previous is None and path.exists():
+        raise FailedPrecondition(
+            f"summary.json of session {session_id} is unreadable (see the server log); fix or delete it "
+            "so that a new summary does not replace it", reason="SUMMARY_UNREADABLE")
+    return previous
+
+
+def _matched(turns: Sequence[Turn], stored: Sequence[Record]) -> dict[int, Record]:
+    """Turn index -> the stored message with the same role and content.
+
+    Matched from the newest backwards: a run's older turns are the end of
+    the stored history, and a text said twice matches its latest saying.
+    """
+    by_text: dict[tuple[str, str], list[Record]] = {}
+    for record in stored:
+        by_text.setdefault((record.role, record.content), []).append(record)
+    found: dict[int, Record] = {}
+    for index in range(len(turns) - 1, -1, -1):
+        candidates = by_text.get((turns[index].role, turns[index].content))
+        if candidates:
+            found[index] = candidates.pop()
+    return found
 
 
 class Summarizer:
@@ -160,11 +200,7 @@ class Summarizer:
         model = self._require_model()
         directory = self.sessions.directory(session_id)
         summary_path, cursor_path = directory / "summary.json", directory / CURSOR_FILE
-        previous = rolling.load(summary_path)
-        if previous is None and summary_path.exists():
-            raise FailedPrecondition(
-                f"summary.json of session {session_id} is unreadable (see the server log); fix or delete it "
-                "so that a new summary does not replace it", reason="SUMMARY_UNREADABLE")
+        previous = _previous(session_id, summary_path)
         cursor = read_cursor(cursor_path)
         if previous is not None and cursor is None:
             # A summary from before cursors existed: it already covers what is there.
@@ -191,11 +227,8 @@ class Summarizer:
         for number, part in enumerate(parts):
             if self.stopping.is_set():
                 break
-            system = llm.fill(llm.prompt(SUMMARY_PROMPT), summary=rolling.encode(current).decode(),
-                              language=language_rule(self.settings.reply_lang))
             try:
-                reply = model.complete(system, "\n".join(lines[i] for i in part))
-                current = rolling.within_rules(rolling.parse_reply(reply))
+                current = self._merged(model, current, "\n".join(lines[i] for i in part))
             except (MemsvcError, InvalidSummary) as exc:
                 raise self._stopped(session_id, exc, covered, len(pending), number, len(parts)) from exc
             last = pending[-1] if number == len(parts) - 1 else pending[position[kept[parts[number + 1][0]].id] - 1]
@@ -204,13 +237,78 @@ class Summarizer:
             covered = position[last.id] + 1
         return Result(covered, current)
 
+    def _merged(self, model: llm.Model, current: Summary, transcript: str) -> Summary:
+        """One summary call: `transcript` merged into `current`."""
+        system = llm.fill(llm.prompt(SUMMARY_PROMPT), summary=rolling.encode(current).decode(),
+                          language=language_rule(self.settings.reply_lang))
+        return rolling.within_rules(rolling.parse_reply(model.complete(system, transcript)))
+
+    # -- Fold, for FitContext --------------------------------------------------
+
+    def fold(self, session_id: str, turns: Sequence[Turn]) -> Folded:
+        """Fold an agent run's older turns into the session's summary, with at most one summary call.
+
+        Turns are matched to the session's stored messages by role and content.
+        Stored messages the summary already covers need no call; the others,
+        with every stored message between the cursor and the newest of them
+        (so none is skipped), and the turns the session does not hold, go
+        into one call of at most summary_chunk_chars, oldest first. summary.json
+        is saved and the cursor moves past the stored messages folded, as in
+        a run of the job. A failed call changes nothing and raises.
+        """
+        model = self._require_model()
+        self.sessions.require(session_id)
+        with self.guard(session_id):
+            directory = self.sessions.directory(session_id)
+            summary_path, cursor_path = directory / "summary.json", directory / CURSOR_FILE
+            previous = _previous(session_id, summary_path)
+            cursor = read_cursor(cursor_path)
+            # A summary from before cursors existed covers everything stored, as generate() reads it.
+            legacy = previous is not None and cursor is None
+            matched = _matched(turns, self.sessions.records_after(session_id, 0))
+            covered = [index for index, record in matched.items()
+                       if legacy or (cursor is not None and cursor.covers(record))]
+            pending = [] if legacy else self._pending(session_id, cursor)
+            position = {record.id: index for index, record in enumerate(pending)}
+            newest = max((position.get(record.id, -1) for record in matched.values()), default=-1)
+            in_run = {record.id for record in matched.values()}
+            items = [record for record in pending[:newest + 1] if record.id not in in_run]
+            sources: list[int | None] = [None] * len(items)
+            now = time.time_ns()
+            done = set(covered)
+            for index, turn in enumerate(turns):
+                if index not in done:
+                    record = matched.get(index)
+                    items.append(record if record else Record(role=turn.role, content=turn.content, send_at=now))
+                    sources.append(index)
+            if not items:
+                return Folded(previous, sorted(covered), 0)
+            limit = self.settings.summary_chunk_chars
+            lines = [transcript_line(item, limit // 2 - 1) for item in items]
+            first = chunks(items, lines, limit)[0]
+            try:
+                current = self._merged(model, rolling.within_rules(previous or Summary()),
+                                       "\n".join(lines[i] for i in first))
+            except (MemsvcError, InvalidSummary) as exc:
+                raise self._stopped(session_id, exc, 0, len(first), 0, 1) from exc
+            rolling.save(summary_path, current)
+            folded_ids = {items[i].id for i in first if items[i].id}
+            last = None
+            for record in pending:
+                if record.id not in folded_ids:
+                    break
+                last = record
+            if last is not None:
+                write_cursor(cursor_path, last)
+            covered += [source for source in (sources[i] for i in first) if source is not None]
+            return Folded(current, sorted(covered), len(first))
+
     def _pending(self, session_id: str, cursor: Cursor | None) -> list[Record]:
         """Messages after the cursor, less the user messages still waiting for a reply."""
         pending = self.messages_after(session_id, cursor.last_id if cursor else 0)
         if cursor is not None and cursor.last_id == 0:
             # A reference cursor: its second is summarized whole, as the reference reads it.
-            next_second = (cursor.send_at // NANOS_PER_SECOND + 1) * NANOS_PER_SECOND
-            pending = [record for record in pending if record.send_at >= next_second]
+            pending = [record for record in pending if not cursor.covers(record)]
         end = len(pending)
         while end and pending[end - 1].role == "user":
             end -= 1

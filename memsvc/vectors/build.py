@@ -25,15 +25,22 @@ from memsvc.vectors.files import ROW_DTYPE, GenerationInfo
 
 
 def command(directory: Path, number: int, dimension: int, trees: int, first_id: int,
-            previous: int | None, tails: list[int]) -> list[str]:
-    """The child process that builds generation `number` from the previous one and tail segments."""
+            previous: int | None, tails: list[int], dropping: bool = False) -> list[str]:
+    """The child process that builds generation `number` from the previous one and tail segments;
+    `dropping`: it reads the ids of deleted messages to leave out from its stdin (drop_input)."""
     argv = [sys.executable, "-m", "memsvc.vectors.build", str(directory), "--number", str(number),
             "--dimension", str(dimension), "--trees", str(trees), "--first-id", str(first_id)]
     if previous is not None:
         argv += ["--previous", str(previous)]
     for segment in tails:
         argv += ["--tail", str(segment)]
+    if dropping:
+        argv.append("--drop-from-stdin")  # any number of ids: an argument has a size limit
     return argv
+
+
+def drop_input(dropped: set[int]) -> bytes:
+    return msgspec.json.encode(sorted(dropped))
 
 
 def parse_report(stdout: bytes) -> GenerationInfo | None:
@@ -58,11 +65,14 @@ def _inputs(directory: Path, dimension: int, previous: int | None, tails: list[i
 
 
 def build(directory: Path, number: int, dimension: int, trees: int, first_id: int, previous: int | None,
-          tails: list[int]) -> GenerationInfo | None:
+          tails: list[int], dropped: list[int] | None = None) -> GenerationInfo | None:
     parts, vector_parts = _inputs(directory, dimension, previous, tails)
     rows = np.concatenate(parts) if parts else np.zeros(0, dtype=ROW_DTYPE)
     vectors = np.concatenate(vector_parts) if vector_parts else np.zeros((0, dimension), dtype=np.float32)
-    live = np.flatnonzero(rows["id"] >= first_id)
+    kept = rows["id"] >= first_id
+    if dropped:
+        kept &= ~np.isin(rows["id"], np.asarray(dropped, dtype=np.int64))
+    live = np.flatnonzero(kept)
     _, first_seen = np.unique(rows["id"][live], return_index=True)  # sorted by id; a repeated id keeps its first
     chosen = live[first_seen]
     rows, vectors = rows[chosen], np.ascontiguousarray(vectors[chosen], dtype=np.float32)
@@ -93,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-id", type=int, required=True)
     parser.add_argument("--previous", type=int)
     parser.add_argument("--tail", type=int, action="append", default=[])
+    parser.add_argument("--drop-from-stdin", action="store_true",
+                        help="read a JSON list of message ids (deleted messages) to leave out")
     args = parser.parse_args(argv)
-    info = build(args.directory, args.number, args.dimension, args.trees, args.first_id, args.previous, args.tail)
+    dropped = msgspec.json.decode(sys.stdin.buffer.read(), type=list[int]) if args.drop_from_stdin else None
+    info = build(args.directory, args.number, args.dimension, args.trees, args.first_id, args.previous, args.tail,
+                 dropped)
     sys.stdout.buffer.write(msgspec.json.encode(info))
     return 0
 

@@ -1,11 +1,12 @@
 """One session's vector index in memory, and the steps that change it on disk.
 
 Owns the per-session state (the live generation, the in-memory tail, which
-messages have vectors, which are pending) and its transitions: loading it
-from disk against history.json, storing a batch of vectors, planning and
-installing a generation build, clearing. Three locks, always taken in this
-order: `load_lock` (one loader), `file_lock` (the files), `lock` (the fields;
-held only for moments, so the DerivedStore calls never wait on I/O).
+messages have vectors, which are pending, which were deleted) and its
+transitions: loading it from disk against history.json, storing a batch of
+vectors, planning and installing a generation build, deleting messages,
+clearing. Three locks, always taken in this order: `load_lock` (one
+loader), `file_lock` (the files), `lock` (the fields; held only for
+moments, so the DerivedStore calls never wait on I/O).
 Must never embed or decide policy: store.py does.
 """
 
@@ -84,6 +85,8 @@ class LoadedVectors(msgspec.Struct):
     next_segment: int
     next_number: int
     ids: set[int]
+    deleted: set[int] = set()
+    "Ids with a stored vector whose message history.json no longer holds (DeleteMessages)."
 
 
 class BuildPlan(msgspec.Struct):
@@ -94,6 +97,8 @@ class BuildPlan(msgspec.Struct):
     cut: int
     "Tail rows at the rotation: they are all in the segments the build reads."
     epoch: int
+    dropped: set[int] = set()
+    "Deleted messages the build leaves out."
 
 
 def _fresh(directory: Path, embedder: Embedder, session_id: str, reason: str) -> LoadedVectors:
@@ -143,29 +148,33 @@ def load(directory: Path, embedder: Embedder, records: list[Record]) -> LoadedVe
     keep = np.sort(first[~np.isin(rows["id"][first], known)])
     rows, vectors = rows[keep], vectors[keep]
     all_rows = np.concatenate([np.asarray(generation.rows), rows]) if generation is not None else rows
-    if _out_of_step(all_rows, records):
+    deleted = _deleted_ids(all_rows, records)
+    if deleted is None:
         return _fresh(directory, embedder, session_id, "vectors do not match history.json")
     numbers = [int(match.group(1)) for entry in directory.iterdir() if (match := _GENERATION_FILE.match(entry.name))]
     _sweep(directory, manifest if generation is not None else None, segments)
     return LoadedVectors(manifest if generation is not None else msgspec.structs.replace(manifest, generation=None),
                          True, generation, _Tail(rows, vectors), max(segments, default=manifest.tail_from - 1) + 1,
-                         max(numbers, default=0) + 1, set(all_rows["id"].tolist()))
+                         max(numbers, default=0) + 1, set(all_rows["id"].tolist()) - deleted, deleted)
 
 
-def _out_of_step(rows: np.ndarray, records: list[Record]) -> bool:
-    """True when a stored vector belongs to a message history.json does not hold
-    (a crash between a Reset and its clearing): ids have been reused."""
+def _deleted_ids(rows: np.ndarray, records: list[Record]) -> set[int] | None:
+    """The ids of stored vectors whose message history.json no longer holds (deleted messages: dead
+    until the next build drops them), or None when a stored vector belongs to another message than
+    the one history.json holds under its id (a crash between a Reset and its clearing reused ids)."""
     first_id = records[0].id if records else 0
     live = rows[rows["id"] >= first_id]
     if not len(live):
-        return False
+        return set()
     expected = record_rows(records)
     if not len(expected):
-        return True
+        return None
     at = np.minimum(np.searchsorted(expected["id"], live["id"]), len(expected) - 1)
-    match = ((expected["id"][at] == live["id"]) & (expected["send_at"][at] == live["send_at"])
-             & (expected["check"][at] == live["check"]))
-    return not bool(match.all())
+    held = expected["id"][at] == live["id"]
+    same = (expected["send_at"][at] == live["send_at"]) & (expected["check"][at] == live["check"])
+    if not bool(same[held].all()):
+        return None
+    return set(live["id"][~held].tolist())
 
 
 def _sweep(directory: Path, manifest: Manifest | None, live_segments: list[int]) -> None:
@@ -200,6 +209,8 @@ class SessionVectors:
         self.prepared: dict[int, np.ndarray] = {}
         "Vectors waiting to be stored: client-supplied, or embedded by a search."
         self.first_id = 0
+        self.deleted: set[int] = set()
+        "Deleted messages, their vectors maybe still in the files: searches skip them, the next build drops them."
         self._generation_dead: tuple[object, int] = (None, 0)
         self.retry_at = 0.0
         self.failures = 0
@@ -221,21 +232,46 @@ class SessionVectors:
 
     def dead_rows(self) -> int:
         tail_rows, _ = self.tail.view()
-        return int((tail_rows["id"] < self.first_id).sum()) + self._dead_in_generation()
+        return int(self._dead(tail_rows).sum()) + self._dead_in_generation()
+
+    def _dead(self, rows: np.ndarray) -> np.ndarray:
+        dead: np.ndarray = rows["id"] < self.first_id
+        if self.deleted:
+            dead |= self.is_deleted(rows["id"])
+        return dead
+
+    def is_deleted(self, ids: np.ndarray) -> np.ndarray:
+        return np.isin(ids, np.fromiter(self.deleted, dtype=np.int64, count=len(self.deleted)))
 
     def _dead_in_generation(self) -> int:
-        """Counted once per generation and floor: the generation never changes, and this runs per embed batch."""
+        """Counted once per generation, floor and deletion: the generation never changes, and this runs per
+        embed batch (deletions only add to `deleted` until a build installs a new generation)."""
         if self.generation is None:
             return 0
-        key = (id(self.generation), self.first_id)
+        key = (id(self.generation), self.first_id, len(self.deleted))
         if self._generation_dead[0] != key:
-            self._generation_dead = (key, int((self.generation.rows["id"] < self.first_id).sum()))
+            self._generation_dead = (key, int(self._dead(self.generation.rows).sum()))
         return self._generation_dead[1]
+
+    def delete(self, ids: list[int]) -> int:
+        """Forget these messages: their vectors are skipped from now on and left out by the next build;
+        returns how many had one. Waits for a store in progress, which may hold some of them."""
+        with self.file_lock, self.lock:
+            stored = {id_ for id_ in ids if id_ in self.has_vector}
+            self.has_vector -= stored
+            self.deleted.update(ids)  # also those being embedded now: store() leaves them out
+            for id_ in ids:
+                self.pending.pop(id_, None)
+                self.prepared.pop(id_, None)
+            if self.recovered is not None:  # loaded later from this snapshot: it must not hold them
+                self.recovered = [record for record in self.recovered if record.id not in self.deleted]
+            return len(stored)
 
     def install(self, loaded: LoadedVectors, records: list[Record]) -> None:
         self.manifest, self.on_disk, self.generation = loaded.manifest, loaded.on_disk, loaded.generation
         self.tail, self.segment, self.next_number = loaded.tail, loaded.next_segment, loaded.next_number
-        self.has_vector = loaded.ids
+        self.has_vector = loaded.ids - self.deleted
+        self.deleted |= loaded.deleted
         self.first_id = max(self.first_id, records[0].id if records else 0)
         self.loaded, self.recovered = True, None
         for stored in [id_ for id_ in self.pending if id_ in self.has_vector]:
@@ -275,6 +311,11 @@ class SessionVectors:
             with self.lock:
                 if epoch != self.epoch:
                     return
+                if self.deleted:  # embedded before its message was deleted (delete() waits for file_lock)
+                    keep = ~self.is_deleted(rows["id"])
+                    rows, vectors = rows[keep], vectors[keep]
+                    if not len(rows):
+                        return
                 if self.manifest is None:
                     self.manifest = Manifest(embedder=embedder.name, dimension=embedder.dimension)
                 manifest, on_disk, segment = self.manifest, self.on_disk, self.segment
@@ -304,8 +345,8 @@ class SessionVectors:
             tails = [segment for segment in files.tail_segments(self.directory)
                      if self.manifest.tail_from <= segment <= last_segment]
             command = build.command(self.directory, number, self.manifest.dimension, trees, self.first_id,
-                                    previous, tails)
-            return BuildPlan(command, number, previous, last_segment, cut, self.epoch)
+                                    previous, tails, dropping=bool(self.deleted))
+            return BuildPlan(command, number, previous, last_segment, cut, self.epoch, set(self.deleted))
 
     def install_build(self, plan: BuildPlan, report: bytes) -> int:
         """Check the new generation's files, then make it live; returns its items."""
@@ -323,6 +364,8 @@ class SessionVectors:
                 # unmapped when the last of them lets go, never under them.
                 self.generation, self.manifest = generation, manifest
                 self.tail = self.tail.since(plan.cut)
+                # The new generation left out what the build dropped; the rest of the tail may still hold some.
+                self.deleted -= plan.dropped - set(self.tail.view()[0]["id"].tolist())
             _sweep(self.directory, manifest,
                    [segment for segment in files.tail_segments(self.directory) if segment > plan.last_segment])
         return info.items if info else 0
@@ -347,7 +390,7 @@ class SessionVectors:
                 self.epoch += 1
                 self.loaded, self.recovered, self.manifest, self.on_disk = True, None, None, False
                 self.generation, self.tail = None, _Tail()
-                self.has_vector, self.pending, self.prepared = set(), {}, {}
+                self.has_vector, self.pending, self.prepared, self.deleted = set(), {}, {}, set()
                 self.first_id, self.failures, self.retry_at = 0, 0, 0.0
             durable.remove_tree(self.directory)
         return dropped

@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 from memsvc.core import durable
 from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError
 from memsvc.core.records import Record
+from memsvc.vectors import build
 from memsvc.vectors.embedders.base import Embedder, unit_length
 from memsvc.vectors.generation import Eligible, best, exact
 from memsvc.vectors.state import SessionVectors, load, record_rows
@@ -133,6 +134,16 @@ class VectorStore:
         state = self._state(session_id)
         return state.clear()
 
+    def deleted(self, session_id: str, ids: list[int]) -> int:
+        """Searches skip these messages at once; a build, started now, leaves their vectors out (a restart
+        before it finds them missing from history.json and skips them too)."""
+        state = self._state(session_id)
+        self._ensure_loaded(state)  # to count what it held, when the session was recovered but not loaded
+        dropped = state.delete(ids)
+        if state.needs_build(self.tuning.rebuild_rows):
+            self._notify(session_id, self._builds)
+        return dropped
+
     def closed(self, session_id: str) -> None:
         """Drop the session's state if nothing is in flight; a busy one stays until the session is next opened."""
         with self._registry:
@@ -191,6 +202,9 @@ class VectorStore:
             waiting = [record for record in state.pending.values() if eligible.admits(record.id, record.send_at)]
             ready = {id_: state.prepared[id_] for id_ in (r.id for r in waiting) if id_ in state.prepared}
             epoch = state.epoch
+            # Deleted messages' vectors stay in the files until the next build: ask for as many more.
+            deleted = len(state.deleted)
+            wanted = limit + deleted
         missing = sorted((r for r in waiting if r.id not in ready), key=lambda r: r.id, reverse=True)
         unsearched = max(0, len(missing) - QUERY_EMBED_LIMIT)
         missing = missing[:QUERY_EMBED_LIMIT]
@@ -206,15 +220,20 @@ class VectorStore:
                 with state.lock:
                     if state.epoch == epoch:
                         state.prepared.update(zip((record.id for record in missing), fresh, strict=True))
-        parts = [exact(tail_rows, tail_vectors, query, limit, eligible)]
+        parts = [exact(tail_rows, tail_vectors, query, wanted, eligible)]
         if ready:
             parts.append(best(np.fromiter(ready, dtype=np.int64, count=len(ready)),
-                              np.stack(list(ready.values())) @ query, limit))
+                              np.stack(list(ready.values())) @ query, wanted))
         if generation is not None:
-            parts.append(generation.nearest(query, limit, eligible, self.tuning.search_k))
+            parts.append(generation.nearest(query, wanted, eligible, self.tuning.search_k))
         merged = best(np.concatenate([part.ids for part in parts]),
-                      np.concatenate([part.scores for part in parts]).astype(np.float32), limit)
-        return Nearest(merged.ids.tolist(), merged.scores.tolist(), unsearched)
+                      np.concatenate([part.scores for part in parts]).astype(np.float32), wanted)
+        ids, scores = merged.ids, merged.scores
+        if deleted:
+            with state.lock:
+                live = ~state.is_deleted(ids)
+            ids, scores = ids[live], scores[live]
+        return Nearest(ids[:limit].tolist(), scores[:limit].tolist(), unsearched)
 
     def _ensure_loaded(self, state: SessionVectors, records: list[Record] | None = None) -> None:
         with state.load_lock:
@@ -317,10 +336,11 @@ class VectorStore:
             return
         try:
             started = time.monotonic()
-            process = subprocess.Popen(plan.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            process = subprocess.Popen(plan.command, stdin=subprocess.PIPE if plan.dropped else None,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             with state.lock:
                 state.build_process = process
-            stdout, stderr = process.communicate()
+            stdout, stderr = process.communicate(build.drop_input(plan.dropped) if plan.dropped else None)
             if plan.epoch != state.epoch or self._stopping:
                 return  # cleared or shutting down: the build was killed or its output is gone
             if process.returncode != 0:

@@ -32,6 +32,10 @@ class DerivedStore(Protocol):
     def cleared(self, session_id: str) -> int:
         """Reset or RemoveSession: drop everything of the session; returns how much was dropped."""
 
+    def deleted(self, session_id: str, ids: list[int]) -> int:
+        """DeleteMessages: drop these messages of the session (any of them may be absent already, and
+        the call may be repeated); returns how many were dropped."""
+
     def closed(self, session_id: str) -> None:
         """The session left memory; the next call about it is a `recover`."""
 
@@ -58,5 +62,10 @@ class ArchiveOfRecord(DerivedStore, Protocol):
     def start_at(self, session_id: str) -> int:
         """The session's compaction cutoff (UTC ns), 0 when it was never compacted."""
 
-    def messages(self, session_id: str, after_id: int, below_id: int) -> list[Record]:
-        """Archived messages with after_id < id < below_id, oldest first."""
+    def messages(self, session_id: str, after_id: int, below_id: int, limit: int | None = None,
+                 newest_first: bool = False) -> list[Record]:
+        """Archived messages with after_id < id < below_id, oldest first; with `limit`, only the
+        first (or `newest_first`, the last) `limit` of them."""
+
+    def stored(self, session_id: str, ids: list[int]) -> list[Record]:
+        """The archived messages with these ids, oldest first."""

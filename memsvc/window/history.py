@@ -23,11 +23,12 @@ from pathlib import Path
 
 import msgspec
 
-from memsvc.core import durable
+from memsvc.core import durable, failpoints
 from memsvc.core.records import Record
 
 log = logging.getLogger(__name__)
 
+NAME = "history.json"
 OPENING = b"[\n"
 CLOSING = b"]\n"
 EMPTY = OPENING + CLOSING
@@ -197,18 +198,18 @@ def _salvage_lines(data: bytes) -> list[Record]:
     return kept
 
 
-def append(path: Path, size: int, records: list[Record]) -> int:
-    """Append `records` as one line, durably; returns the new file size.
-
-    Writes over the closing bracket only, so its cost does not grow with the
-    file and a torn write can damage nothing but this line.
-    """
+def planned(size: int, records: list[Record]) -> tuple[int, bytes]:
+    """Where an append of `records` to a file of `size` bytes writes, and what: one line and the
+    closing bracket, over the old closing bracket, so its cost does not grow with the file and a
+    torn write can damage nothing but this line."""
     if size == 0:
-        payload = OPENING + encode_line(records, first=True) + CLOSING
-        offset = 0
-    else:
-        payload = encode_line(records, first=size == len(EMPTY)) + CLOSING
-        offset = size - len(CLOSING)
+        return 0, OPENING + encode_line(records, first=True) + CLOSING
+    return size - len(CLOSING), encode_line(records, first=size == len(EMPTY)) + CLOSING
+
+
+def append(path: Path, size: int, records: list[Record]) -> int:
+    """Append `records` as one line, durably; returns the new file size."""
+    offset, payload = planned(size, records)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         durable.write_at(fd, offset, payload)
@@ -220,6 +221,34 @@ def append(path: Path, size: int, records: list[Record]) -> int:
     if size == 0:
         durable.fsync_dir(path.parent)
     return offset + len(payload)
+
+
+def write_planned(path: Path, size: int, offset: int, payload: bytes) -> int:
+    """An append `planned` for a file of `size` bytes, without its sync: only for bytes a redo
+    log (journal.py) makes durable. Returns the new file size."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        # `drop`: the write vanishes as an unsynced one does when the machine loses power.
+        if not failpoints.dropped("history.write"):
+            durable.write_unsynced(fd, offset, payload)
+    except OSError:
+        _undo_append(fd, size)
+        raise
+    finally:
+        os.close(fd)
+    return offset + len(payload)
+
+
+def undo(path: Path, size: int) -> None:
+    """Put the file back as it was at `size` bytes: an append whose redo record could not be written."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        _undo_append(fd, size)
+    finally:
+        os.close(fd)
 
 
 def _undo_append(fd: int, size: int) -> None:

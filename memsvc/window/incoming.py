@@ -1,7 +1,7 @@
 """What an Append brings: the new messages, and the checks they pass before anything is stored.
 
 Owns the shape of a message to store and its limits (roles, visible content,
-sizes, sender, time, idempotency key). Must never store anything: sessions.py
+sizes, sender, time, payload, idempotency key). Must never store anything: sessions.py
 does, once these checks pass.
 """
 
@@ -25,6 +25,8 @@ class NewMessage(msgspec.Struct, kw_only=True):
     "UTC Unix nanoseconds; 0 means now (or the time in a legacy header)."
     embedding: list[float] = []
     "A client-supplied embedding; empty means the server's embedder makes one."
+    payload: str = ""
+    "Opaque JSON kept beside the content; empty when none."
 
 
 def check_append(messages: list[NewMessage], idempotency_key: str, settings: Settings) -> None:
@@ -52,6 +54,19 @@ def check_append(messages: list[NewMessage], idempotency_key: str, settings: Set
                                   reason="SENDER_TOO_LONG")
         if message.send_at < 0:
             raise InvalidArgument(f"{where}.send_at_unix_nano is negative", reason="INVALID_TIME")
+        if message.payload:
+            _check_payload(message.payload, where, settings)
     if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
         raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
                               reason="IDEMPOTENCY_KEY_TOO_LONG")
+
+
+def _check_payload(payload: str, where: str, settings: Settings) -> None:
+    size = len(payload.encode("utf-8", "surrogatepass"))
+    if size > settings.max_message_bytes:
+        raise InvalidArgument(f"{where}.payload_json is {size} bytes; at most {settings.max_message_bytes} "
+                              "(max_message_bytes)", reason="PAYLOAD_TOO_LARGE")
+    try:
+        msgspec.json.decode(payload)
+    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested past msgspec's depth limit
+        raise InvalidArgument(f"{where}.payload_json is not valid JSON ({exc})", reason="INVALID_PAYLOAD") from None

@@ -1,7 +1,8 @@
-"""Intent records: a Reset or RemoveSession is written down before any store changes.
+"""Intent records: a Reset, RemoveSession or DeleteMessages is written down before any store changes.
 
-A Reset or RemoveSession touches several stores (the archive, the vectors,
-history.json, the summary) that cannot change in one atomic step. Its intent
+A Reset, RemoveSession or DeleteMessages touches several stores (the
+archive, the vectors, history.json, the summary) that cannot change in one
+atomic step. Its intent
 is made durable first, as `sessions/.intent-<session id>`, and deleted
 only once every store is done; a kill in between leaves the record, and the
 operation is completed before the server serves again. So an interrupted
@@ -27,8 +28,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = ".intent-"
 
-Action = Literal["reset", "reset_all", "remove"]
-"reset keeps summary.json, reset_all deletes it too, remove deletes the session."
+Action = Literal["reset", "reset_all", "remove", "delete"]
+"reset keeps summary.json, reset_all deletes it too, remove deletes the session, delete deletes `ids`."
 
 
 class Intent(msgspec.Struct, frozen=True):
@@ -36,6 +37,8 @@ class Intent(msgspec.Struct, frozen=True):
     action: Action
     next_id: int
     "The session's next message id when the operation began: ids keep increasing after a Reset."
+    ids: tuple[int, ...] = ()
+    "delete: the messages to delete."
 
 
 class Intents:

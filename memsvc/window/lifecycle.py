@@ -1,12 +1,14 @@
-"""Compaction, reset and removal across every store, in the safe order.
+"""Compaction, reset, removal and deletion across every store, in the safe order.
 
-Owns where history.json may be cut (only after an assistant message), the
-rule that a message leaves history.json only once the archive has committed
-it, auto compaction off the Append path, Reset and RemoveSession as one
-step across the stores (an intent record first, intents.py; an interrupted
-one is completed at start, at the next Reset or RemoveSession of the
-session, or by the minute job), and the cleanup of idle `temp-` sessions.
-Must never write a store's files itself: each store does that.
+Owns where history.json may be cut (only after an assistant message, never
+between a tool call and its result), the rule that a message leaves
+history.json only once the archive has committed it, auto compaction off
+the Append path, Reset, RemoveSession and DeleteMessages as one step across
+the stores (an intent record first, intents.py; an interrupted one is
+completed at start, at the next Reset, RemoveSession or DeleteMessages of
+the session, or by the minute job), which messages a DeleteMessages names,
+and the cleanup of idle `temp-` sessions. Must never write a store's files
+itself: each store does that.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from contextlib import AbstractContextManager, ExitStack
 import msgspec
 
 from memsvc.core import failpoints
-from memsvc.core.errors import FailedPrecondition, MemsvcError, NotFound
+from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError, NotFound
 from memsvc.core.ids import TEMP_PREFIX
 from memsvc.core.records import Record
 from memsvc.core.units import NANOS_PER_SECOND
@@ -80,10 +82,21 @@ class Deleted(msgspec.Struct):
     summary: bool = False
 
 
+class Deletion(msgspec.Struct):
+    records: list[Record]
+    "The deleted messages as they were stored, oldest first."
+    deleted: Deleted
+
+
+def _cuts_at(records: list[Record], cut: int) -> bool:
+    """Right after an assistant message, and not between a tool call and its result."""
+    return records[cut - 1].role == "assistant" and (cut == len(records) or records[cut].role != "tool")
+
+
 def pair_boundary(records: list[Record], at_most: int) -> int:
     """The largest cut <= at_most that falls right after an assistant message (0 if none)."""
     for cut in range(min(at_most, len(records)), 0, -1):
-        if records[cut - 1].role == "assistant":
+        if _cuts_at(records, cut):
             return cut
     return 0
 
@@ -99,17 +112,19 @@ def cut_for_size(records: list[Record], target_bytes: int) -> int:
     if needed == 0:
         return 0
     for cut in range(needed, len(records)):
-        if cut and records[cut - 1].role == "assistant":
+        if cut and _cuts_at(records, cut):
             return cut
     return 0
 
 
 class Lifecycle:
-    """Compact, Reset and RemoveSession across every store, and the auto-compaction worker.
+    """Compact, Reset, RemoveSession and DeleteMessages across every store, and the auto-compaction worker.
 
     `queue` is the CompactionQueue the sessions' on_oversize fills; `exclusive`
     are held by Reset and RemoveSession so other writers of a session's files
-    (the summarizer) wait for them.
+    (the summarizer) wait for them. DeleteMessages does not hold them: it
+    touches no file of theirs, and waiting out a summary run's LLM calls
+    would outlast its callers' deadlines.
     """
 
     def __init__(self, sessions: Sessions, archive: ArchiveOfRecord, queue: CompactionQueue, *,
@@ -202,7 +217,7 @@ class Lifecycle:
         self.archive.check_writable()  # refuse before anything changes, not half way
         self.finish_interrupted(session_id)
         self.sessions.require(session_id)
-        with self._excluding(session_id), self.sessions.writing(session_id) as session:
+        with self._excluding(session_id, action), self.sessions.writing(session_id) as session:
             if not session.directory.is_dir():  # removed while this call waited for the session
                 raise NotFound(f"session {session_id!r} does not exist", reason="SESSION_NOT_FOUND")
             intent = Intent(session_id, action, session.next_id)
@@ -212,14 +227,60 @@ class Lifecycle:
                                                                               "action": action})
         return deleted
 
+    def delete_messages(self, session_id: str, ids: Sequence[int] = (), last: int = 0) -> Deletion:
+        """DeleteMessages: the messages with these ids, or the newest `last`, from every store as one step."""
+        self._check_targets(ids, last)
+        self.sessions.storage.check()
+        self.archive.check_writable()
+        self.finish_interrupted(session_id)
+        self.sessions.require(session_id)
+        with self.sessions.writing(session_id) as session:
+            if not session.directory.is_dir():
+                raise NotFound(f"session {session_id!r} does not exist", reason="SESSION_NOT_FOUND")
+            records = self._newest(session, last) if last else self._stored(session, set(ids))
+            if not records:
+                return Deletion([], Deleted())
+            intent = Intent(session_id, "delete", session.next_id, tuple(record.id for record in records))
+            self.sessions.intents.begin(intent)
+            deleted = self._apply(session, intent, fresh=True)
+        log.info("deleted messages", extra={"session": session_id, "messages": len(records)})
+        return Deletion(records, deleted)
+
+    def _check_targets(self, ids: Sequence[int], last: int) -> None:
+        most = self.sessions.settings.max_messages_per_request
+        if bool(ids) == bool(last):
+            raise InvalidArgument("name the messages to delete by ids or by last, exactly one of the two",
+                                  reason="DELETE_TARGET_AMBIGUOUS" if ids else "DELETE_TARGET_REQUIRED")
+        if len(ids) > most or last > most:
+            raise InvalidArgument(f"at most {most} messages in one DeleteMessages (max_messages_per_request)",
+                                  reason="TOO_MANY_MESSAGES")
+
+    def _newest(self, session: Session, last: int) -> list[Record]:
+        """The newest `last` messages, from the archive too when history.json holds fewer."""
+        recent = session.records[-last:]
+        if len(recent) == last:
+            return list(recent)
+        cut = recent[0].id if recent else session.next_id
+        return self.archive.messages(session.id, 0, cut, limit=last - len(recent), newest_first=True) + recent
+
+    def _stored(self, session: Session, ids: set[int]) -> list[Record]:
+        """The stored messages among `ids`: from history.json, else from the archive."""
+        recent = [record for record in session.records if record.id in ids]
+        rest = sorted(ids - {record.id for record in recent})
+        archived = self.archive.stored(session.id, rest) if rest else []
+        return sorted(archived + recent, key=lambda record: record.id)
+
     def _apply(self, session: Session, intent: Intent, fresh: bool = False) -> Deleted:
         """Do what `intent` says in every store, then forget it; the caller holds the session.
 
         `fresh`: the intent was just recorded, so no store has been touched for it yet.
         """
+        deleting, ids = intent.action == "delete", list(intent.ids)
+        step = "delete" if deleting else "clear"
         try:
-            failpoints.hit("lifecycle.clear.intended")
-            deleted = Deleted(archived_messages=self.archive.cleared(session.id))
+            failpoints.hit(f"lifecycle.{step}.intended")
+            deleted = Deleted(archived_messages=self.archive.deleted(session.id, ids) if deleting
+                              else self.archive.cleared(session.id))
         except FailedPrecondition:
             if not fresh:
                 self.sessions.intents.failed(intent)
@@ -234,9 +295,11 @@ class Lifecycle:
         try:
             for store in self.sessions.derived:
                 if store is not self.archive:
-                    deleted.vectors += store.cleared(session.id)
-            failpoints.hit("lifecycle.clear.derived")
-            if intent.action == "remove":
+                    deleted.vectors += store.deleted(session.id, ids) if deleting else store.cleared(session.id)
+            failpoints.hit(f"lifecycle.{step}.derived")
+            if deleting:
+                deleted.history_messages = len(self.sessions.drop(session, set(ids), intent.next_id))
+            elif intent.action == "remove":
                 deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
                 self.sessions.remove(session)
             elif session.directory.is_dir():  # (one deleted from outside has nothing left to clear)
@@ -249,14 +312,14 @@ class Lifecycle:
         return deleted
 
     def finish_interrupted(self, session_id: str | None = None) -> int:
-        """Complete the interrupted Resets and removals (of one session, or all); returns how many
-        were completed. At start, by a job each minute, and before a new Reset or removal."""
+        """Complete the interrupted Resets, removals and deletions (of one session, or all); returns how
+        many were completed. At start, by a job each minute, and before a new one of the session."""
         finished = 0
         for intent in self.sessions.intents.all_interrupted():
             if session_id is not None and intent.session_id != session_id:
                 continue
             try:
-                with self._excluding(intent.session_id), \
+                with self._excluding(intent.session_id, intent.action), \
                         self.sessions.writing(intent.session_id, resuming=True) as session:
                     if self.sessions.intents.interrupted(intent.session_id) is not intent:
                         continue  # completed meanwhile
@@ -264,19 +327,19 @@ class Lifecycle:
             except Exception as exc:
                 if session_id is not None:
                     raise
-                log.error("interrupted reset or removal still cannot be completed; retried in a minute",
+                log.error("interrupted reset, removal or deletion still cannot be completed; retried in a minute",
                           exc_info=not isinstance(exc, MemsvcError), extra={
                               "session": intent.session_id, "action": intent.action,
                               "reason": getattr(exc, "reason", type(exc).__name__)})
                 continue
             finished += 1
-            log.info("completed an interrupted reset or removal", extra={
+            log.info("completed an interrupted reset, removal or deletion", extra={
                 "session": intent.session_id, "action": intent.action})
         return finished
 
-    def _excluding(self, session_id: str) -> ExitStack:
+    def _excluding(self, session_id: str, action: Action) -> ExitStack:
         stack = ExitStack()
-        for hold in self.exclusive:
+        for hold in self.exclusive if action != "delete" else ():
             stack.enter_context(hold(session_id))
         return stack
 

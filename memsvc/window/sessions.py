@@ -4,7 +4,11 @@ Owns `sessions/<id>/` (history.json, and the directory's life: a Reset
 deletes the summary tier's files by name) and `sessions/.intent-*` (the
 records of Resets and removals in progress, intents.py), the in-memory copy
 of each open session's recent messages, id assignment, idempotency, and one
-writer per session. What an Append may carry is incoming.py's. Sessions
+writer per session. An Append writes history.json unsynced and is durable
+once `.journal` holds the same bytes (journal.py: one sync for many Appends);
+it is published to readers and the derived stores only then. Anything that
+rewrites or deletes a history settles it in the journal first. What an
+Append may carry is incoming.py's. Sessions
 whose Reset or removal was interrupted are refused until it is completed,
 and nothing is written once the data directory was deleted under the
 server. Open sessions are kept in memory (least recently used closed past
@@ -21,6 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,7 +37,7 @@ from memsvc.core.errors import FailedPrecondition, NotFound, ResourceExhausted, 
 from memsvc.core.ids import check_session_id, is_session_id
 from memsvc.core.records import Record
 from memsvc.runtime import metrics
-from memsvc.window import history, legacy
+from memsvc.window import history, journal, legacy
 from memsvc.window.derived import DerivedStore, EmbeddingSink
 from memsvc.window.incoming import NewMessage as NewMessage  # re-exported: callers build it from here
 from memsvc.window.incoming import check_append
@@ -41,11 +46,23 @@ from memsvc.window.intents import Intents
 log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 100, 1000
+JOURNAL = ".journal"
+"The journal's file in the data directory."
 
 
 class AppendResult(msgspec.Struct):
     records: list[Record]
     replayed: bool
+
+
+class Prepared(msgspec.Struct):
+    """An Append checked and made into records, not yet stored."""
+
+    session_id: str
+    records: list[Record]
+    idempotency_key: str
+    embeddings: list[list[float]] | None
+    "Client-supplied embeddings, one per record (empty where absent); None when the Append carried none."
 
 
 class SessionInfo(msgspec.Struct):
@@ -129,6 +146,8 @@ class Sessions:
         self._registry = threading.Lock()
         durable.ensure_dir(self.root)
         durable.sweep_deleted(self.root)
+        self.journal = journal.Journal(Path(settings.data_dir) / JOURNAL, self.root)
+        "Makes Appends durable, many at once; replays what a crash left before anything reads a history."
         self.storage = durable.DataPaths([Path(settings.data_dir), self.root])
         "Checked before every write: the data directory must still be the one opened."
         self.intents = Intents(self.root)
@@ -158,8 +177,9 @@ class Sessions:
             session = Session(session_id, self.directory(session_id))
             self._open[session_id] = session
             self._evict()
-        for store in self.derived:
-            store.recover(session_id, list(session.records))
+        with session.lock:  # so no snapshot a store recovers from predates a deletion that reached it first
+            for store in self.derived:
+                store.recover(session_id, list(session.records))
         return session
 
     def _evict(self) -> None:
@@ -181,12 +201,20 @@ class Sessions:
 
         `resuming`: the caller completes the session's interrupted Reset or removal (lifecycle.py).
         """
+        session = self._locked(session_id, resuming)
+        try:
+            yield session
+        finally:
+            session.lock.release()
+
+    def _locked(self, session_id: str, resuming: bool = False) -> Session:
+        """The open session with its lock held by the caller."""
         while True:
             session = self._get(session_id, resuming)
-            with session.lock:
-                if not session.closed:
-                    yield session
-                    return
+            session.lock.acquire()
+            if not session.closed:
+                return session
+            session.lock.release()
 
     def reading(self, session_id: str) -> Session | None:
         """The open session for readers, or None when it has never been written."""
@@ -199,6 +227,10 @@ class Sessions:
 
     def append(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "") -> AppendResult:
         """Store `messages` durably at the end of the session, then tell the derived stores."""
+        return self.append_prepared(self.prepare(session_id, messages, idempotency_key))
+
+    def prepare(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "") -> Prepared:
+        """Check an Append and make its records, before any lock; raises for what is wrong with it."""
         check_session_id(session_id)
         check_append(messages, idempotency_key, self.settings)
         embeddings = [message.embedding for message in messages]
@@ -210,30 +242,100 @@ class Sessions:
             self.embeddings.check(session_id, embeddings)
         records = [self._record(message, idempotency_key) for message in messages]
         self.storage.check()
-        with self.writing(session_id) as session:
-            if idempotency_key and idempotency_key in session.replies:
-                return AppendResult(session.replies[idempotency_key], replayed=True)
+        return Prepared(session_id, records, idempotency_key, embeddings if supplied else None)
+
+    def append_prepared(self, prepared: Prepared) -> AppendResult:
+        """Store a prepared Append, waiting for whatever it needs (the session's lock, its directory)."""
+        started = self._begin(self._locked(prepared.session_id), prepared, may_wait=True)
+        assert started is not None
+        return started.result()
+
+    def append_nowait(self, prepared: Prepared, write_here: bool = False) -> Future[AppendResult] | None:
+        """Start a prepared Append blocking on nothing but memory: its result, set once durable; or
+        None when it would have to wait (the session not in memory, another writer of it busy, a
+        directory to make, a write too large for the journal): then run `append_prepared` on a thread.
+        `write_here`: the caller runs `journal.write_waiting()` soon on its thread (when `journal.quick`)."""
+        with self._registry:
+            session = self._open.get(prepared.session_id)
+        if session is None or self.intents.interrupted(prepared.session_id) is not None:
+            return None
+        if not session.lock.acquire(blocking=False):
+            return None
+        if session.closed:
+            session.lock.release()
+            return None
+        return self._begin(session, prepared, may_wait=False, write_here=write_here)
+
+    def _begin(self, session: Session, prepared: Prepared, may_wait: bool,
+               write_here: bool = False) -> Future[AppendResult] | None:
+        """Under `session.lock`, which the Append's completion releases: ids, the write into
+        history.json left unsynced, and its journal frame; the journal's thread completes it."""
+        done: Future[AppendResult] = Future()
+        done.set_running_or_notify_cancel()  # a caller that gives up cannot cancel what the journal completes
+        records, key = prepared.records, prepared.idempotency_key
+        relative = self._journaled(session)
+        before = session.size
+        try:
+            if key and key in session.replies:
+                session.lock.release()
+                done.set_result(AppendResult(session.replies[key], replayed=True))
+                return done
             for offset, record in enumerate(records):
                 record.id = session.next_id + offset
-            try:
-                if session.size == 0 and not session.directory.is_dir():
-                    self._create(session.directory)
-                session.size = history.append(session.history_path, session.size, records)
-            except OSError as exc:
-                raise storage_error(exc, f"appending to session {session_id}") from exc
+            offset, payload = history.planned(before, records)
+            creating = before == 0 and not session.directory.is_dir()
+            large = len(payload) > journal.MAX_FRAME
+            if (creating or large) and not may_wait:
+                session.lock.release()
+                return None
+            if creating:
+                self._create(session.directory)
+            if large:  # synced in place: its file settled first, so no older frame is replayed over it
+                self.journal.settle(relative)
+                session.size = history.append(session.history_path, before, records)
+                self._complete(session, prepared, before, done, None)
+                return done
+            session.size = history.write_planned(session.history_path, before, offset, payload)
+            self.journal.submit(relative, offset, payload,
+                                lambda error: self._complete(session, prepared, before, done, error), write_here)
+        except BaseException as exc:
+            if session.size != before:
+                history.undo(session.history_path, before)
+                session.size = before
+            session.lock.release()
+            if isinstance(exc, OSError):
+                raise storage_error(exc, f"appending to session {session.id}") from exc
+            raise
+        return done
+
+    def _complete(self, session: Session, prepared: Prepared, before: int, done: Future[AppendResult],
+                  error: BaseException | None) -> None:
+        """The Append is durable (or `error` says why not): publish it and acknowledge it, then tell the
+        derived stores under the lock still, so a Reset or Compact can never overtake this news."""
+        records = prepared.records
+        try:
+            if error is not None:
+                history.undo(session.history_path, before)
+                session.size = before
+                done.set_exception(storage_error(error, f"appending to session {session.id}")
+                                   if isinstance(error, OSError) else error)
+                return
             session.records.extend(records)
-            if idempotency_key:
-                session.replies[idempotency_key] = records
+            if prepared.idempotency_key:
+                session.replies[prepared.idempotency_key] = records
+            done.set_result(AppendResult(records, replayed=False))
             oversize = session.size > self.settings.max_history_bytes
-            # Under the session lock, so a Reset or Compact can never overtake
-            # this news in a derived store (the calls are quick by contract).
-            if supplied and self.embeddings is not None:
-                self.embeddings.supplied(session_id, records, embeddings)
-            for store in self.derived:
-                store.appended(session_id, records)
+            try:
+                if prepared.embeddings is not None and self.embeddings is not None:
+                    self.embeddings.supplied(session.id, records, prepared.embeddings)
+                for store in self.derived:
+                    store.appended(session.id, records)
+            except Exception:  # stored and acknowledged: the store catches up when the session is next opened
+                log.exception("a derived store refused appended messages", extra={"session_id": session.id})
+        finally:
+            session.lock.release()
         if oversize:
-            self.on_oversize(session_id)
-        return AppendResult(records, replayed=False)
+            self.on_oversize(session.id)
 
     def _create(self, directory: Path) -> None:
         """Make a new session's directory if max_sessions allows one more."""
@@ -253,7 +355,7 @@ class Sessions:
     def _record(self, message: NewMessage, idempotency_key: str) -> Record:
         content, sender, send_at = legacy.resolve(message.content, message.sender, message.send_at)
         return Record(role=message.role, content=content, send_at=send_at or self.clock(), sender=sender,
-                      idempotency_key=idempotency_key)
+                      idempotency_key=idempotency_key, payload=message.payload)
 
     def window(self, session_id: str) -> list[Record]:
         """The last max_history_messages messages, oldest first."""
@@ -312,6 +414,7 @@ class Sessions:
         """Drop the first `cut` records from history.json; returns them."""
         removed, kept = session.records[:cut], session.records[cut:]
         try:
+            self.journal.settle(self._journaled(session))
             session.size = history.rewrite(session.history_path, kept)
         except OSError as exc:
             raise storage_error(exc, f"compacting session {session.id}") from exc
@@ -319,14 +422,41 @@ class Sessions:
         session._lowered = {}
         return removed
 
+    def drop(self, session: Session, ids: set[int], next_id: int) -> list[Record]:
+        """Delete the records with these ids from history.json, ids continuing from `next_id`; returns them."""
+        removed = [record for record in session.records if record.id in ids]
+        if not removed:
+            return []
+        kept = [record for record in session.records if record.id not in ids]
+        try:
+            self._raise_floor(session, next_id)
+            self.journal.settle(self._journaled(session))
+            session.size = history.rewrite(session.history_path, kept)
+        except OSError as exc:
+            raise storage_error(exc, f"deleting messages of session {session.id}") from exc
+        session.records = kept
+        session._lowered = {}
+        for key in {record.idempotency_key for record in removed if record.idempotency_key}:
+            # As history.json tells after a restart: a key whose messages are all gone is forgotten.
+            if not (left := [record for record in session.replies.pop(key) if record.id not in ids]):
+                continue
+            session.replies[key] = left
+        return removed
+
+    def _raise_floor(self, session: Session, next_id: int) -> None:
+        """Ids never go below `next_id`, even once history.json no longer holds the newest of them."""
+        next_id = max(next_id, session.next_id)
+        if next_id > session.floor_id:
+            durable.atomic_write(session.next_id_path, str(next_id).encode())
+            session.floor_id = next_id
+
     def clear(self, session: Session, drop_summary: bool, next_id: int) -> tuple[int, bool]:
         """Delete history.json (and summary.json), ids continuing from `next_id`; returns
         (messages deleted, summary deleted)."""
         count = len(session.records)
-        next_id = max(next_id, session.next_id)
         try:
-            durable.atomic_write(session.next_id_path, str(next_id).encode())
-            session.floor_id = next_id
+            self._raise_floor(session, next_id)
+            self.journal.settle(self._journaled(session))
             durable.remove_file(session.history_path)
             summary_deleted = False
             if drop_summary:
@@ -341,6 +471,7 @@ class Sessions:
         """Delete the session's directory and forget it."""
         existed = session.directory.is_dir()
         try:
+            self.journal.settle(self._journaled(session))
             durable.remove_tree(session.directory)
         except OSError as exc:
             raise storage_error(exc, f"removing session {session.id}") from exc
@@ -349,6 +480,14 @@ class Sessions:
             self.stored -= existed
             if self._open.get(session.id) is session:
                 del self._open[session.id]
+
+    def _journaled(self, session: Session) -> str:
+        """The session's history.json as the journal names it."""
+        return f"{session.id}/{history.NAME}"
+
+    def close(self) -> None:
+        """After the last Append: the journal writes what waits and checkpoints."""
+        self.journal.close()
 
     def last_writes(self, prefix: str = "") -> list[tuple[str, int]]:
         """(session id, last history write in UTC ns) of stored sessions whose id starts with `prefix`."""

@@ -95,6 +95,33 @@ def test_messages_between_ids_oldest_first(archive):
     assert archive.messages("s", 5, 6) == [] and archive.messages("t", 0, 9) == []
 
 
+def test_messages_limited_from_either_end_and_by_ids_keep_their_payloads(archive):
+    archive.appended("s", [Record(id=i, role="tool", content=f"m{i}", send_at=i,
+                                  payload=f'{{"n": {i}}}' if i % 2 else "") for i in range(1, 8)])
+    archive.flush()
+    assert [r.id for r in archive.messages("s", 1, 7, limit=2)] == [2, 3]
+    assert [r.id for r in archive.messages("s", 1, 7, limit=2, newest_first=True)] == [5, 6], "still oldest first"
+    assert [(r.id, r.payload) for r in archive.stored("s", [7, 4, 99])] == [(4, ""), (7, '{"n": 7}')]
+    assert archive.stored("t", [1]) == [] and archive.stored("s", []) == []
+
+
+def test_deleted_counts_committed_and_same_batch_messages_and_only_that_session(tmp_path: Path):
+    archive = Archive(tmp_path / ".store", commit_interval=60)  # the adds below and a delete share one batch
+    try:
+        archive.appended("s", [record(1, "sandbox one"), record(2, "sandbox two")])
+        archive.appended("t", [record(1, "sandbox one")])
+        archive.flush()
+        archive.appended("s", [record(3, "sandbox three")])
+        assert archive.deleted("s", [1, 3, 42]) == 2
+        assert found(archive, "s", "sandbox") == [2] and found(archive, "t", "sandbox") == [1]
+        assert archive.deleted("s", [1, 3]) == 0, "a repeat deletes nothing more"
+        archive.recover("s", [record(2, "sandbox two")])  # a session reopened: nothing deleted comes back
+        archive.flush()
+        assert archive.count("s") == 1
+    finally:
+        archive.close()
+
+
 @pytest.mark.parametrize("count", [10, 200])  # below and above the in-memory time filter
 def test_time_range_is_exact_for_few_and_many_matches(archive, count):
     archive.appended("s", [record(i, "sandbox log", send_at=i * 100) for i in range(1, count + 1)])

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from memsvc.archive import integrity, keywords, reindex
+from memsvc.archive import integrity, keywords
 from memsvc.archive.index import Archive
 from memsvc.core.errors import FailedPrecondition
 from memsvc.core.records import Record
@@ -19,7 +19,7 @@ def index(tmp_path: Path) -> Path:
         archive.flush()
     archive.cleared("nobody")
     archive.close()
-    return reindex.index_dir(tmp_path / ".store/archive", keywords.ANALYZER_VERSION)
+    return archive.index_dir
 
 
 def test_an_intact_index_has_no_damage(index: Path):

@@ -1,11 +1,17 @@
-"""An archive built with the first analyzer (lowercase, no stemming) is re-indexed on open, losing nothing."""
+"""The archive's move to the current index version at start: an index of the first releases (version 1:
+no payload field, the first analyzer) or of version 2 (payloads, the first analyzer) is copied, every
+document with every field, into `index-v3/` and analyzed anew; a stop at any step loses nothing."""
 
+from pathlib import Path
+
+import msgspec
 import pytest
 
 from memsvc.archive import keywords, reindex
-from memsvc.archive.index import Archive, _schema
+from memsvc.archive.index import Archive, Cutoffs, _schema
 from memsvc.core.errors import FailedPrecondition
-from tests.support.archives import old_archive
+from memsvc.core.records import Record
+from tests.support.archives import FRAMEWORK, PAYLOAD, numbered, old_archive, old_index
 
 
 def parsed(archive: Archive, query: str) -> tuple[keywords.KeywordQuery, keywords.Statistics]:
@@ -17,51 +23,94 @@ def found(archive: Archive, session: str, query: str) -> list[int]:
     return [record.id for record, _ in archive.search(session, *parsed(archive, query), 10**6, 0, 2**63 - 1, 32)]
 
 
-def test_an_old_archive_is_reindexed_from_its_own_messages(tmp_path):
+def index_dirs(store: Path) -> list[str]:
+    return sorted(path.name for path in (store / "archive").iterdir() if path.is_dir())
+
+
+CURRENT = reindex.index_dir(Path(), reindex.VERSION).name
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_index_is_moved_with_every_field_and_analyzed_anew(tmp_path: Path, version: int):
     store = tmp_path / ".store"
-    old_archive(store, {"s": ["we deployed the fixes", "nothing here", "沙盒測試"], "t": ["deploying later"]})
-    archive = Archive(store)
+    old_index(store, version, {"f": FRAMEWORK, "g": numbered(3)}, deleted={"g": [2]} if version == 2 else None)
+    cutoffs = store / "archive" / "cutoffs.json"
+    cutoffs.write_bytes(msgspec.json.encode(Cutoffs({"f": 104})))
+    archive = Archive(store, commit_interval=0.01)
     try:
-        assert archive.count("s") == 3 and archive.count("t") == 1
-        assert found(archive, "s", "deploy") == [1] and found(archive, "t", "deploys") == [1]
-        assert found(archive, "s", "沙盒") == [3]
-        contents = [r.content for r in archive.messages("s", 0, 10)]
-        assert contents == ["we deployed the fixes", "nothing here", "沙盒測試"]
+        moved = archive.messages("f", 0, 100)
+        expected = FRAMEWORK if version == 2 else [msgspec.structs.replace(r, payload="") for r in FRAMEWORK]
+        assert moved == expected, "ids, roles, senders, times, contents and payloads byte for byte"
+        assert archive.stored("f", [3])[0].payload.encode() == (PAYLOAD.encode() if version == 2 else b"")
+        assert [r.id for r in archive.messages("g", 0, 100)] == ([1, 3] if version == 2 else [1, 2, 3])
+        assert found(archive, "f", "deploying") == [2], "stemmed by the current analyzer"
+        assert found(archive, "f", "沙盒") == [5]
+        assert archive.start_at("f") == 104, "the cutoffs are the archive's, not the index's: kept"
+        archive.appended("f", [Record(id=6, role="tool", content="new", send_at=106, payload="{}")])
+        archive.flush()
+        assert archive.stored("f", [6])[0].payload == "{}"
     finally:
         archive.close()
-    assert sorted(p.name for p in (store / "archive").iterdir() if p.is_dir()) == [
-        reindex.index_dir(store / "archive", keywords.ANALYZER_VERSION).name]
-    reopened = Archive(store)
+    assert index_dirs(store) == [CURRENT]
+    reopened = Archive(store, commit_interval=0.01)
     try:
-        assert found(reopened, "s", "deploy") == [1]
+        assert found(reopened, "f", "deploy") == [2] and reopened.count("f") == 6
     finally:
         reopened.close()
 
 
-def test_a_start_that_stopped_after_the_switch_deletes_the_old_index(tmp_path):
+def test_more_documents_than_one_copy_batch_are_each_moved_once(tmp_path: Path):
+    store = tmp_path / ".store"
+    old_index(store, 1, {"a": numbered(reindex.COPY_BATCH + 7), "b": numbered(3)})
+    archive = Archive(store, commit_interval=0.01)
+    try:
+        assert archive.count("a") == reindex.COPY_BATCH + 7 and archive.count("b") == 3
+        assert [r.id for r in archive.messages("a", 0, reindex.COPY_BATCH + 8)] == list(
+            range(1, reindex.COPY_BATCH + 8)), "each message once"
+    finally:
+        archive.close()
+
+
+def test_of_a_version_1_and_a_version_2_index_the_newer_is_moved_and_both_are_removed(tmp_path: Path):
+    store = tmp_path / ".store"
+    # A version-2 server stopped after its own move, before it deleted index/.
+    old_archive(store, {"s": ["stale copy"]}, version=1)
+    old_index(store, 2, {"s": FRAMEWORK})
+    archive = Archive(store, commit_interval=0.01)
+    try:
+        assert archive.messages("s", 0, 100) == FRAMEWORK
+    finally:
+        archive.close()
+    assert index_dirs(store) == [CURRENT]
+
+
+def test_a_start_that_stopped_after_the_switch_deletes_the_old_index(tmp_path: Path):
     store = tmp_path / ".store"
     old_archive(store, {"s": ["we deployed the fixes"]})
     directory = store / "archive"
-    current = reindex.index_dir(directory, keywords.ANALYZER_VERSION)
-    reindex._copy(directory / "index", current, _schema())  # stopped before the old index was deleted
-    archive = Archive(store)
+    reindex._copy(directory / "index", directory / CURRENT, _schema())  # stopped before the old index was deleted
+    archive = Archive(store, commit_interval=0.01)
     try:
         assert found(archive, "s", "deploying") == [1] and archive.count("s") == 1
     finally:
         archive.close()
-    assert not (directory / "index").exists()
+    assert index_dirs(store) == [CURRENT]
 
 
-def test_a_re_index_that_did_not_finish_starts_over(tmp_path):
+@pytest.mark.parametrize("meta", [None, b"{half written"])
+def test_a_copy_that_did_not_finish_starts_over_from_the_old_index(tmp_path: Path, meta: bytes | None):
     store = tmp_path / ".store"
-    old_archive(store, {"s": ["we deployed the fixes", "and more"]})
-    current = reindex.index_dir(store / "archive", keywords.ANALYZER_VERSION)
-    current.with_name(current.name + ".reindex").mkdir()  # a copy that stopped half way
-    archive = Archive(store)
+    old_archive(store, {"s": ["we deployed the fixes", "and more"]}, version=2)
+    unfinished = store / "archive" / f"{CURRENT}.reindex"
+    unfinished.mkdir()
+    if meta is not None:
+        (unfinished / "meta.json").write_bytes(meta)
+    archive = Archive(store, commit_interval=0.01)
     try:
         assert archive.count("s") == 2 and found(archive, "s", "deploying") == [1]
     finally:
         archive.close()
+    assert index_dirs(store) == [CURRENT]
 
 
 def refused_search(archive: Archive) -> str:
@@ -71,34 +120,48 @@ def refused_search(archive: Archive) -> str:
     return str(refused.value)
 
 
-def test_an_old_index_without_its_meta_is_neither_re_indexed_nor_erased(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_old_index_without_its_meta_is_neither_moved_nor_erased(tmp_path: Path, version: int):
     store = tmp_path / ".store"
-    old_archive(store, {"s": ["we deployed the fixes"]})
-    old = store / "archive" / "index"
+    old = old_archive(store, {"s": ["we deployed the fixes"]}, version=version)
     (old / "meta.json").unlink()
     before = {path.name: path.read_bytes() for path in old.iterdir()}
-    archive = Archive(store)
+    archive = Archive(store, commit_interval=0.01)
     try:
         assert "meta.json is missing" in str(archive.damage.problem)
         assert str(old) in refused_search(archive)
     finally:
         archive.close()
     assert {path.name: path.read_bytes() for path in old.iterdir()} == before
-    assert sorted(path.name for path in (store / "archive").iterdir()) == ["index"]
+    assert index_dirs(store) == [old.name]
 
 
-def test_an_old_index_failing_its_checksum_is_kept_and_named(tmp_path):
+def test_an_old_index_failing_its_checksum_is_kept_and_named(tmp_path: Path):
     store = tmp_path / ".store"
-    old_archive(store, {"s": ["we deployed the fixes", "and more"]})
-    old = store / "archive" / "index"
+    old = old_archive(store, {"s": ["we deployed the fixes", "and more"]})
     victim = max(old.glob("*.store"), key=lambda path: path.stat().st_size)
     damaged = bytearray(victim.read_bytes())
     damaged[10] ^= 1
     victim.write_bytes(bytes(damaged))
-    archive = Archive(store)
+    archive = Archive(store, commit_interval=0.01)
     try:
         assert f"{victim.name} fails its checksum" in refused_search(archive)
     finally:
         archive.close()
     assert victim.read_bytes() == bytes(damaged)
-    assert not reindex.index_dir(store / "archive", keywords.ANALYZER_VERSION).exists()
+    assert index_dirs(store) == ["index"]
+
+
+def test_an_older_index_without_its_meta_beside_a_current_one_is_left_in_place(tmp_path: Path):
+    store = tmp_path / ".store"
+    old = old_archive(store, {"s": ["we deployed the fixes"]})
+    directory = store / "archive"
+    reindex._copy(old, directory / CURRENT, _schema())
+    (old / "meta.json").unlink()
+    before = {path.name: path.read_bytes() for path in old.iterdir()}
+    archive = Archive(store, commit_interval=0.01)
+    try:
+        assert found(archive, "s", "deploying") == [1]
+    finally:
+        archive.close()
+    assert {path.name: path.read_bytes() for path in old.iterdir()} == before, "segment files are never deleted"

@@ -12,7 +12,7 @@ from memsvc.cli import build_parser
 from tests.support import ROOT
 from tests.support.llm_server import summary_reply
 
-COMMANDS = ["sessions", "show", "search", "compact", "summarize", "reset", "remove"]
+COMMANDS = ["sessions", "show", "search", "compact", "summarize", "reset", "remove", "delete"]
 LESSON_COMMANDS = ["list", "show", "edit", "delete"]
 
 
@@ -55,6 +55,7 @@ def test_help_documents_every_command():
         assert "--json" in ok("lessons", command, "--help")
     assert "--match {semantic,keyword,hybrid}" in ok("search", "--help")
     assert "--mode {summary,all}" in ok("reset", "--help")
+    assert "--id ID" in ok("delete", "--help") and "--last LAST" in ok("delete", "--help")
 
 
 def test_sessions_as_a_table_and_as_json(talk):
@@ -121,6 +122,20 @@ def test_reset_and_remove_say_what_they_deleted(talk, server):
     assert "NOT_FOUND SESSION_NOT_FOUND" in refused("show", "beta", "--target", server.tcp)
 
 
+def test_delete_takes_messages_by_id_or_the_newest_from_every_store(talk, server):
+    printed = talk("delete", "alpha", "--id", "1")
+    assert "We deploy on Fridays?" in printed and "1 messages from history.json, 1 from the archive" in printed
+    popped = json.loads(talk("delete", "alpha", "--last", "1", "--json"))
+    assert [m["content"] for m in popped["messages"]] == ["No: never on Fridays."]
+    assert "nothing was deleted" in talk("delete", "alpha", "--id", "1")
+    with server.client() as memory:
+        assert memory.list_messages("alpha").messages == []
+        assert memory.search("alpha", "Fridays", match="keyword").hits == []
+    assert "INVALID_ARGUMENT DELETE_TARGET_REQUIRED" in refused("delete", "alpha", "--last", "0", "--target",
+                                                                 server.tcp)
+    assert memsvc("delete", "alpha", "--target", server.tcp).returncode == 2, "--id or --last is required"
+
+
 def test_lessons_list_show_edit_delete(talk, server):
     with server.client() as memory:
         kept = memory.record_error("web_fetch", "HTTP 403 Forbidden from cloudflare", "send a browser User-Agent",
@@ -158,6 +173,7 @@ def test_a_server_that_is_down_is_unavailable(server):
 def test_the_parser_has_every_command_of_the_issue():
     parser = build_parser()
     for argv in (["sessions"], ["show", "s"], ["search", "s", "q", "--match", "keyword"], ["compact", "s"],
-                 ["summarize", "s"], ["reset", "s"], ["remove", "s"], ["lessons", "list"], ["lessons", "show", "i"],
+                 ["summarize", "s"], ["reset", "s"], ["remove", "s"], ["delete", "s", "--last", "1"],
+                 ["delete", "s", "--id", "3", "--id", "4"], ["lessons", "list"], ["lessons", "show", "i"],
                  ["lessons", "edit", "i", "--action", "a"], ["lessons", "delete", "i"]):
         assert parser.parse_args(argv).run is not None, argv

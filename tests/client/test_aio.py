@@ -51,5 +51,13 @@ def test_retries_follow_the_contract(server, proxy):
             proxy.fail_next("Append", grpc.StatusCode.UNAVAILABLE)
             with pytest.raises(UnavailableError):
                 await memory.append("r1", [("user", "no key")])
+            proxy.fail_next("FitContext", grpc.StatusCode.UNAVAILABLE, times=2)
+            fitted = await memory.fit_context("r1", "openai", "gpt-4o", [
+                {"role": "system", "content": "Be brief."}, '{"role": "user", "content": "hi"}'])
+            assert fitted.fits and fitted.messages[1] == '{"role": "user", "content": "hi"}'
+            assert [(s.stage, s.outcome) for s in fitted.stages] == [("check_threshold", "unchanged")]
     asyncio.run(scenario())
     assert len(proxy.seen("GetContext")) == 3 and len(proxy.seen("Append")) == 2
+    fits = proxy.seen("FitContext")
+    assert len(fits) == 3 and all(call.metadata["memsvc-session"] == "r1" and call.deadline_seconds > 240
+                                  for call in fits)

@@ -3,6 +3,7 @@ per status code, retries where the contract allows them, and deadlines."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -10,9 +11,13 @@ import grpc
 import pytest
 
 from memsvc_client import (
+    DEFAULT_TIMEOUT,
+    FIT_TIMEOUT,
+    SESSION_METADATA,
     Client,
     DeadlineExceededError,
     FailedPreconditionError,
+    FitContextResponse,
     InvalidArgumentError,
     MemsvcError,
     Message,
@@ -25,6 +30,11 @@ from memsvc_client.errors import ERRORS
 from memsvc_client.v1 import memory_pb2 as pb
 
 QUICK = RetryPolicy(attempts=4, initial_backoff=0.01, max_backoff=0.05)
+RUN = [{"role": "system", "content": "You are a careful agent."}, {"role": "user", "content": "What is in a.txt?"},
+       {"role": "assistant", "content": None, "tool_calls": [
+           {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}}]},
+       {"role": "tool", "tool_call_id": "c1", "content": "hello"}]
+"A small agent run in the chat-completions shape."
 
 
 def test_plain_arguments_in_typed_results_out(client):
@@ -83,6 +93,43 @@ def test_error_memory_takes_outcomes_as_names(client):
     assert "send a browser User-Agent" in found.related_errors
     assert client.update_error_action(stored.record.id, "use the API").record.action == "use the API"
     assert client.delete_error(stored.record.id).record.id == stored.record.id
+
+
+def test_fit_context_takes_chat_dicts_or_their_json_and_gives_typed_results(client):
+    sent = [*RUN[:2], json.dumps(RUN[2], separators=(",", ":")), RUN[3]]
+    fitted = client.fit_context("s1", "openai", "gpt-4o", sent)
+    assert isinstance(fitted, FitContextResponse) and [json.loads(m) for m in fitted.messages] == RUN
+    assert fitted.messages[2] == sent[2], "a message given as JSON comes back byte for byte"
+    assert (fitted.context_window, fitted.window_source, fitted.window_entry) == (128000, "shipped", "openai/gpt-4o")
+    assert (fitted.counting, fitted.tokenizer, fitted.fits, fitted.changed) == ("exact", "o200k_base", True, False)
+    assert [(s.stage, s.outcome) for s in fitted.stages] == [("check_threshold", "unchanged")]
+    switched = client.fit_context("s1", "openai", "gpt-4o", RUN, previous_model="claude-3-5-sonnet")
+    assert [(s.stage, s.outcome) for s in switched.stages][1:] == [("raw_tool_fallback", "compacted")]
+    assert json.loads(switched.messages[3]) == {"role": "user", "content": "[tool result read_file id=c1]\nhello"}
+    with pytest.raises(FailedPreconditionError) as raised:
+        client.fit_context("s1", "openai", "gpt-4o", RUN, context_window=20)
+    assert raised.value.reason == "CONTEXT_TOO_LARGE" and "budget of 16" in raised.value.message
+    with pytest.raises(TypeError, match="wrap a single message in a list"):
+        client.fit_context("s1", "openai", "gpt-4o", RUN[0])
+
+
+def test_fit_context_is_retried_names_its_session_and_waits_long_by_default(server, proxy):
+    with Client(proxy.target, retry=QUICK) as memory:
+        proxy.fail_next("FitContext", grpc.StatusCode.UNAVAILABLE, times=2)
+        assert memory.fit_context("s1", "openai", "gpt-4o", RUN).fits
+        memory.get_context("s1", timeout=None)
+        memory.fit_context("s1", "openai", "gpt-4o", RUN, timeout=3)
+        proxy.fail_next("FitContext", grpc.StatusCode.UNAVAILABLE)
+        with pytest.raises(UnavailableError):
+            memory.fit_context("s1", "openai", "gpt-4o", RUN, retry=False)
+    with Client(proxy.target, timeout=900) as patient:
+        patient.fit_context("s1", "openai", "gpt-4o", RUN)
+    calls = proxy.seen("FitContext")
+    assert len(calls) == 6 and all(call.metadata[SESSION_METADATA] == "s1" for call in calls)
+    # grpc-timeout travels rounded up, in its own units: a second's slack.
+    assert all(FIT_TIMEOUT - 60 < call.deadline_seconds < FIT_TIMEOUT + 1 for call in calls[:3])
+    assert proxy.seen("GetContext")[0].deadline_seconds < DEFAULT_TIMEOUT + 1 < FIT_TIMEOUT
+    assert calls[3].deadline_seconds < 4 and calls[5].deadline_seconds > FIT_TIMEOUT + 1
 
 
 @pytest.mark.parametrize(("call", "error_class", "reason"), [

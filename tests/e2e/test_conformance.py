@@ -1,7 +1,8 @@
 """Cross-language conformance: the scripted scenario of
 clients/conformance/scenario.json (append, context, semantic, hybrid and
-keyword search, compaction, bad input, summarizing without a model, reset,
-removal) run from Python, Node and Go against one real server, over TCP and
+keyword search, compaction, bad input, summarizing without a model, fitting
+agent runs to a model's window, reset, removal, system and tool messages with payloads, paging through messages,
+deleting them) run from Python, Node and Go against one real server, over TCP and
 the unix socket; every client must give the results the Python client gives,
 and those must be the documented behaviour.
 
@@ -39,7 +40,8 @@ def label(message: Any, field: str) -> str:
 PYTHON_CALLS: dict[str, Callable[[Client, Any], Any]] = {
     "Append": lambda c, r: c.append(
         r.session_id, [{"role": label(m, "role"), "content": m.content, "sender": m.sender,
-                        "send_at_unix_nano": m.send_at_unix_nano} for m in r.messages],
+                        "send_at_unix_nano": m.send_at_unix_nano, "payload_json": m.payload_json}
+                       for m in r.messages],
         idempotency_key=r.idempotency_key),
     "GetContext": lambda c, r: c.get_context(r.session_id, request_text=r.request_text),
     "Search": lambda c, r: c.search(
@@ -51,6 +53,12 @@ PYTHON_CALLS: dict[str, Callable[[Client, Any], Any]] = {
     "GetSummary": lambda c, r: c.get_summary(r.session_id),
     "Reset": lambda c, r: c.reset(r.session_id, label(r, "mode")),
     "RemoveSession": lambda c, r: c.remove_session(r.session_id),
+    "ListMessages": lambda c, r: c.list_messages(r.session_id, page_size=r.page_size, page_token=r.page_token,
+                                                 newest_first=r.newest_first),
+    "DeleteMessages": lambda c, r: c.delete_messages(r.session_id, list(r.ids), last=r.last),
+    "FitContext": lambda c, r: c.fit_context(
+        r.session_id, r.vendor, r.model, list(r.messages), overflow=r.overflow, previous_model=r.previous_model,
+        context_window=r.context_window, reserved_tokens=r.reserved_tokens),
 }
 
 
@@ -164,6 +172,41 @@ def test_the_python_results_are_the_documented_behaviour(reference: list[dict[st
     assert results["summarize without a summary model"]["error"] == {
         "code": "FAILED_PRECONDITION", "reason": "SUMMARY_MODEL_NOT_CONFIGURED"}
 
+    def fit_step(name: str) -> tuple[list[str], dict[str, Any]]:
+        return next(s for s in steps("x") if s["name"] == name)["request"]["messages"], results[name]["response"]
+
+    def fit_stages(response: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(s["stage"].removeprefix("FIT_STAGE_"), s["outcome"].removeprefix("FIT_OUTCOME_"))
+                for s in response["stages"]]
+
+    sent, under = fit_step("fit a run under budget")
+    assert under["messages"] == sent, "byte for byte: the caller's spacing and unknown fields survive"
+    assert fit_stages(under) == [("CHECK_THRESHOLD", "UNCHANGED")] and under["fits"] and "changed" not in under
+    assert (under["contextWindow"], under["windowSource"], under["windowEntry"], under["budgetTokens"]) == (
+        128000, "WINDOW_SOURCE_SHIPPED", "openai/gpt-4o", 102400)
+    assert (under["counting"], under["tokenizer"]) == ("TOKEN_COUNTING_EXACT", "o200k_base")
+    assert under["tokensBefore"] == under["tokensAfter"] > 0
+    _, unknown = fit_step("fit for a model no table lists")
+    assert (unknown["contextWindow"], unknown["windowSource"], unknown["counting"]) == (
+        128000, "WINDOW_SOURCE_FALLBACK", "TOKEN_COUNTING_ESTIMATE") and "windowEntry" not in unknown
+    sent, skipped = fit_step("fit over budget without a summary model")
+    assert fit_stages(skipped) == [("CHECK_THRESHOLD", "UNCHANGED"), ("EXTRACT_OLD_HISTORIES", "SKIPPED"),
+                                   ("TOOL_HISTORY", "SKIPPED")]
+    assert {s["reason"] for s in skipped["stages"][1:]} == {"LLM_NOT_CONFIGURED"}
+    assert skipped["messages"] == sent and "fits" not in skipped and skipped["tokensBefore"] > skipped["budgetTokens"]
+    sent, trimmed = fit_step("fit after a context-length error")
+    assert fit_stages(trimmed)[-1] == ("TRIM_FALLBACK", "COMPACTED") and trimmed["stages"][-1]["messagesRemoved"] == 2
+    assert trimmed["messages"] == sent[:2] + sent[4:], "the oldest whole exchange is dropped, nothing else"
+    assert trimmed["fits"] and trimmed["changed"] and trimmed["targetTokens"] < trimmed["tokensBefore"]
+    sent, switched = fit_step("fit after a switch of models")
+    assert fit_stages(switched) == [("CHECK_THRESHOLD", "UNCHANGED"), ("RAW_TOOL_FALLBACK", "COMPACTED")]
+    assert switched["messages"][:2] == sent[:2]
+    assert [json.loads(m) for m in switched["messages"][2:]] == [
+        {"role": "assistant", "content": '[tool call list_dir id=c1] {"path": "/srv"}'},
+        {"role": "user", "content": "[tool result list_dir id=c1]\napp data logs"}]
+    assert results["fit a run that nothing can fit"]["error"] == {
+        "code": "FAILED_PRECONDITION", "reason": "CONTEXT_TOO_LARGE"}
+
     deleted = results["reset everything"]["response"]["deleted"]
     # The archive holds every message; history.json only those after the compaction.
     assert deleted["historyMessages"] == 2 and deleted["archivedMessages"] == 6
@@ -172,6 +215,30 @@ def test_the_python_results_are_the_documented_behaviour(reference: list[dict[st
     assert results["keyword search after reset"]["response"] == {}
     assert results["remove the session"]["response"] == {"deleted": {}}, "reset left nothing to remove"
     assert results["summary after removal"]["error"] == {"code": "NOT_FOUND", "reason": "SESSION_NOT_FOUND"}
+
+    framework = steps("x")[-9]["request"]["messages"]
+    assert [m["role"] for m in results["append system and tool messages with payloads"]["response"]["messages"]] == [
+        m["role"] for m in framework]
+    newest = results["list the newest messages"]["response"]
+    assert [m["content"] for m in newest["messages"]] == [m["content"] for m in framework[2:]]
+    assert [m.get("payloadJson") for m in newest["messages"]] == [m.get("payloadJson") for m in framework[2:]]
+    assert newest["nextPageToken"] == "3", "the id the next page starts below"
+    older = results["list the page before them"]["response"]
+    assert [m["content"] for m in older["messages"]] == [m["content"] for m in framework[:2]]
+    assert "nextPageToken" not in older
+    popped = results["delete the newest message"]["response"]
+    assert [m["content"] for m in popped["messages"]] == [framework[-1]["content"]]
+    by_id = results["delete messages by id"]["response"]
+    assert [m["content"] for m in by_id["messages"]] == [framework[0]["content"], framework[3]["content"]]
+    assert by_id["messages"][1]["payloadJson"] == framework[3]["payloadJson"]
+    assert by_id["deleted"]["historyMessages"] == 2 and by_id["deleted"]["archivedMessages"] == 2
+    assert [m["content"] for m in results["messages after deletion"]["response"]["messages"]] == [
+        m["content"] for m in framework[1:3]]
+    assert results["keyword search after deletion"]["response"] == {}
+    assert results["delete without naming messages"]["error"] == {
+        "code": "INVALID_ARGUMENT", "reason": "DELETE_TARGET_REQUIRED"}
+    # Nothing is left behind: BM25 statistics span every session, so the next run scores as this one did.
+    assert results["remove the session again"]["response"]["deleted"]["archivedMessages"] == 2
 
 
 @pytest.mark.parametrize(("language", "transport"), [
@@ -189,6 +256,7 @@ def test_every_client_gives_the_python_results(language: str, transport: str, co
 
 def test_the_scenario_covers_the_issue(reference: list[dict[str, Any]]) -> None:
     rpcs = {step["rpc"] for step in steps("x")}
-    assert {"Append", "GetContext", "Search", "Reset", "RemoveSession"} <= rpcs
+    assert {"Append", "GetContext", "Search", "Reset", "RemoveSession", "ListMessages", "DeleteMessages",
+            "FitContext"} <= rpcs
     assert any(r.get("error", {}).get("code") == "INVALID_ARGUMENT" for r in reference)
     assert Path(SCENARIO).is_file()

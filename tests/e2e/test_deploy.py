@@ -168,11 +168,13 @@ def test_the_files_the_dockerfile_copies_build_the_package(tmp_path):
                     "--disable-pip-version-check", "--wheel-dir", str(tmp_path / "wheel"), *map(str, sources)],
                    check=True, capture_output=True, timeout=300)
     client = set(zipfile.ZipFile(next((tmp_path / "wheel").glob("memsvc_client-*.whl"))).namelist())
-    assert {"memsvc_client/client.py", "memsvc_client/v1/memory_pb2.py", "memsvc_client/py.typed"} <= client
+    assert {"memsvc_client/client.py", "memsvc_client/v1/memory_pb2.py", "memsvc_client/v1/fit_pb2.py",
+            "memsvc_client/py.typed"} <= client
     wheel = next((tmp_path / "wheel").glob("memsvc-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"memsvc/cli/__init__.py", "memsvc/rpc/server.py", "memsvc/py.typed",
-            "memsvc/summary/prompts/summary.v1.md", "memsvc/http/static/index.html",
+            "memsvc/summary/prompts/summary.v1.md", "memsvc/summary/prompts/tool_history.v1.md",
+            "memsvc/fit/models.json", "memsvc/http/static/index.html",
             "memsvc/http/static/dashboard.js", "memsvc/http/static/dashboard.css"} <= names
     assert not any(name.startswith("memsvc/v1/") for name in names), "the stubs live once, in the client"
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))

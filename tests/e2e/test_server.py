@@ -1,4 +1,8 @@
-"""End to end through a real server process: wire, statuses, lifecycle."""
+"""End to end through a real server process: wire, statuses, lifecycle.
+
+Tests that change nothing but a session of their own share one server
+(`shared_server`); those that stop it, count its sessions or change its
+settings start their own."""
 
 import os
 import stat
@@ -11,18 +15,20 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from memsvc_client import MemsvcError
+from tests.support import stored_sessions
 
 
-def test_append_and_read_the_window_back_over_tcp_and_unix_socket(server):
+def test_append_and_read_the_window_back_over_tcp_and_unix_socket(shared_server):
+    server = shared_server
     with server.client(server.tcp) as tcp, server.client(server.unix) as unix:
-        stored = tcp.append("s1", [("user", "hello"), ("assistant", "hi there")]).messages
+        stored = tcp.append("both-ways", [("user", "hello"), ("assistant", "hi there")]).messages
         # acknowledged by id, role and time: the contents are not echoed back
         assert [(m.id, m.role, m.content) for m in stored] == [(1, "user", ""), (2, "assistant", "")]
         assert all(m.send_at_unix_nano > 0 for m in stored)
-        unix.append("s1", [("user", "third")])
-        window = unix.get_context("s1").window
+        unix.append("both-ways", [("user", "third")])
+        window = unix.get_context("both-ways").window
         assert [m.content for m in window] == ["hello", "hi there", "third"]
-        assert tcp.get_context("s1").turn_context is None
+        assert tcp.get_context("both-ways").turn_context is None
 
 
 def test_window_is_limited_to_the_setting(make_server):
@@ -33,16 +39,17 @@ def test_window_is_limited_to_the_setting(make_server):
         assert [m.content for m in client.get_context("s").window] == ["m6", "m7", "m8", "m9"]
 
 
-def test_health_serving_and_reflection_lists_both_services(server):
-    with grpc.insecure_channel(server.tcp) as channel:
+def test_health_serving_and_reflection_lists_every_service(shared_server):
+    with grpc.insecure_channel(shared_server.tcp) as channel:
         health = health_pb2_grpc.HealthStub(channel)
-        for service in ("", "memsvc.v1.MemoryService", "memsvc.v1.ErrorMemoryService"):
+        for service in ("", "memsvc.v1.MemoryService", "memsvc.v1.ErrorMemoryService", "memsvc.v1.FitService"):
             assert health.Check(health_pb2.HealthCheckRequest(service=service)).status == \
                 health_pb2.HealthCheckResponse.SERVING
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         reply = next(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
         names = {service.name for service in reply.list_services_response.service}
-        assert {"memsvc.v1.MemoryService", "memsvc.v1.ErrorMemoryService", "grpc.health.v1.Health"} <= names
+        assert {"memsvc.v1.MemoryService", "memsvc.v1.ErrorMemoryService", "memsvc.v1.FitService",
+                "grpc.health.v1.Health"} <= names
 
 
 @pytest.mark.parametrize("session_id, messages, code, reason", [
@@ -55,17 +62,19 @@ def test_health_serving_and_reflection_lists_both_services(server):
     ("s", [("user", "")], grpc.StatusCode.INVALID_ARGUMENT, "EMPTY_CONTENT"),
     ("s", [("user", "x" * (1024 * 1024 + 1))], grpc.StatusCode.INVALID_ARGUMENT, "MESSAGE_TOO_LARGE"),
 ])
-def test_bad_appends_get_a_clear_status_and_change_nothing(server, session_id, messages, code, reason):
+def test_bad_appends_get_a_clear_status_and_change_nothing(shared_server, session_id, messages, code, reason):
+    server = shared_server
     with server.client() as client:
         client.append("s", [("user", "kept")])
         history = server.data_dir / "sessions/s/history.json"
-        before = history.read_bytes()
+        before, sessions = history.read_bytes(), stored_sessions(server)
         with pytest.raises(MemsvcError) as caught:
             client.append(session_id, messages)
         assert (caught.value.code, caught.value.reason) == (code, reason)
         assert caught.value.message
         assert history.read_bytes() == before
-        assert sorted(p.name for p in (server.data_dir / "sessions").iterdir()) == ["s"]
+        assert stored_sessions(server) == sessions
+        assert not list(server.data_dir.parent.glob("escape"))
 
 
 def test_oversize_request_is_resource_exhausted(make_server):
@@ -76,15 +85,16 @@ def test_oversize_request_is_resource_exhausted(make_server):
     assert not (server.data_dir / "sessions/s").exists()
 
 
-def test_idempotent_retry_over_the_wire(client):
-    first = client.append("s", [("user", "once")], idempotency_key="req-1")
-    retry = client.append("s", [("user", "once")], idempotency_key="req-1")
-    assert retry.replayed and list(retry.messages) == list(first.messages)
-    assert len(client.get_context("s").window) == 1
+def test_idempotent_retry_over_the_wire(shared_server):
+    with shared_server.client() as client:
+        first = client.append("retried", [("user", "once")], idempotency_key="req-1")
+        retry = client.append("retried", [("user", "once")], idempotency_key="req-1")
+        assert retry.replayed and list(retry.messages) == list(first.messages)
+        assert len(client.get_context("retried").window) == 1
 
 
-def test_get_summary_of_unknown_session_is_not_found(client):
-    with pytest.raises(MemsvcError) as caught:
+def test_get_summary_of_unknown_session_is_not_found(shared_server):
+    with shared_server.client() as client, pytest.raises(MemsvcError) as caught:
         client.get_summary("nobody")
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
 
@@ -108,8 +118,8 @@ def test_second_server_on_the_same_data_exits_with_a_clear_message(server):
         client.append("s", [("user", "still here")])
 
 
-def test_unix_socket_is_owner_only(server):
-    mode = stat.S_IMODE(os.stat(server.unix[len("unix://"):]).st_mode)
+def test_unix_socket_is_owner_only(shared_server):
+    mode = stat.S_IMODE(os.stat(shared_server.unix[len("unix://"):]).st_mode)
     assert mode & 0o077 == 0
 
 
@@ -127,14 +137,16 @@ def test_logs_carry_no_conversation_text(server):
     secret = "tell-nobody-4242"
     with server.client() as client:
         client.append("s", [("user", secret)])
-        with pytest.raises(MemsvcError):
+        with pytest.raises(MemsvcError) as refused:
             client.append("s", [("user", secret), ("user", "")])
+        assert refused.value.reason == "EMPTY_CONTENT"
     server.terminate()
     assert not any(secret in line for line in server.log_lines)
 
 
 @pytest.mark.parametrize("payload", [b"\x0a\x03\xff\xfe\xfd", b"\xff\xff\xff", b"\x12\x05\x1a\x03\xc3\x28\x41"])
-def test_undecodable_request_bytes_are_invalid_argument_not_unknown(server, payload):
+def test_undecodable_request_bytes_are_invalid_argument_not_unknown(shared_server, payload):
+    server, sessions = shared_server, stored_sessions(shared_server)
     with grpc.insecure_channel(server.tcp) as channel:
         append = channel.unary_unary("/memsvc.v1.MemoryService/Append", request_serializer=lambda raw: raw,
                                      response_deserializer=lambda raw: raw)
@@ -142,4 +154,4 @@ def test_undecodable_request_bytes_are_invalid_argument_not_unknown(server, payl
             append(payload, timeout=10)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "could not be decoded" in caught.value.details()
-    assert not (server.data_dir / "sessions").exists() or not any((server.data_dir / "sessions").iterdir())
+    assert stored_sessions(server) == sessions

@@ -31,21 +31,24 @@ def check(calls: list[Seen]) -> set[str]:
     return {call.method.rpartition("/")[2] for call in calls}
 
 
-def test_the_per_session_rpcs_are_the_memory_service_ones_naming_a_session():
+def test_the_per_session_rpcs_are_the_memory_and_fit_service_ones_naming_a_session():
     assert PER_SESSION == {"Append", "GetContext", "Search", "Compact", "Summarize", "GetSummary", "Reset",
-                           "RemoveSession"}
+                           "RemoveSession", "ListMessages", "DeleteMessages", "FitContext"}
 
 
 def test_python_sends_the_session_on_every_per_session_rpc(server):
     calls = [
         lambda m: m.append("py-1", [("user", "hello"), ("assistant", "hi")]),
         lambda m: m.get_context("py-1"),
+        lambda m: m.list_messages("py-1"),
+        lambda m: m.delete_messages("py-1", last=1),
         lambda m: m.search("py-1", "hello", match="keyword"),
         lambda m: m.compact("py-1"),
         lambda m: m.summarize("py-1"),
         lambda m: m.get_summary("py-1"),
         lambda m: m.reset("py-1"),
         lambda m: m.remove_session("py-1"),
+        lambda m: m.fit_context("py-1", "openai", "gpt-4o", [{"role": "user", "content": "hello"}]),
         lambda m: m.list_sessions(),
         lambda m: m.record_error("t", "boom", "fix", session_id="py-1"),
         lambda m: m.lookup_errors("t", "boom"),

@@ -1,4 +1,4 @@
-"""Every RPC of both services over HTTP/JSON with the real curl, against a real server on loopback:
+"""Every RPC of every service over HTTP/JSON with the real curl, against a real server on loopback:
 replies equal to gRPC's, Connect error codes with their HTTP statuses and ErrorInfo reasons, the
 token, the limits, TLS and a graceful stop."""
 
@@ -15,15 +15,28 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from google.protobuf import json_format
 
 from memsvc_client import MemsvcError
-from memsvc_client.v1 import error_memory_pb2, error_memory_pb2_grpc, memory_pb2, memory_pb2_grpc
+from memsvc_client.v1 import (
+    error_memory_pb2,
+    error_memory_pb2_grpc,
+    fit_pb2,
+    fit_pb2_grpc,
+    memory_pb2,
+    memory_pb2_grpc,
+)
 from tests.support import curl
 from tests.support.certificates import tls_flags
 from tests.support.llm_server import Reply, summary_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-0123456789abcdef"
-EVERY_RPC = {f"{service.name}/{method.name}" for module in (memory_pb2, error_memory_pb2)
+EVERY_RPC = {f"{service.name}/{method.name}" for module in (memory_pb2, error_memory_pb2, fit_pb2)
              for service in module.DESCRIPTOR.services_by_name.values() for method in service.methods}
+RUN = [json.dumps({"role": "system", "content": "You are a careful agent."}),
+       json.dumps({"role": "user", "content": "What is in a.txt?"}),
+       json.dumps({"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+           "name": "read_file", "arguments": json.dumps({"path": "a.txt"})}}]}),
+       json.dumps({"role": "tool", "tool_call_id": "c1", "content": "hello"})]
+"A small agent run in the chat-completions shape, as FitContext takes it."
 CONVERSATION = [{"role": "ROLE_USER", "content": "We deploy on Fridays?"},
                 {"role": "ROLE_ASSISTANT", "content": "No: never on Fridays."},
                 {"role": "ROLE_USER", "content": "And the sandbox?"},
@@ -54,6 +67,7 @@ def test_every_rpc_answers_json_over_curl_as_grpc_does(make_server, llm_server):
     assert [m["id"] for m in appended["messages"]] == ["1", "2", "3", "4"]  # uint64 is a JSON string
     channel = grpc.insecure_channel(server.tcp)
     memory, errors = memory_pb2_grpc.MemoryServiceStub(channel), error_memory_pb2_grpc.ErrorMemoryServiceStub(channel)
+    fit = fit_pb2_grpc.FitServiceStub(channel)
     with server.client() as grpc_client, channel:
         context = call("MemoryService/GetContext", {"session_id": "ops"})
         assert context == as_json(memory.GetContext(memory_pb2.GetContextRequest(session_id="ops")))
@@ -70,6 +84,15 @@ def test_every_rpc_answers_json_over_curl_as_grpc_does(make_server, llm_server):
         assert int(summary["cursorUnixNano"]) > 0
         listed = call("MemoryService/ListSessions", {"session_id_contains": "OP"})
         assert [s["sessionId"] for s in listed["sessions"]] == ["ops"] and listed["sessions"][0]["hasSummary"]
+        listed = call("MemoryService/ListMessages", {"session_id": "ops", "page_size": 3, "newest_first": True})
+        assert listed == as_json(memory.ListMessages(memory_pb2.ListMessagesRequest(
+            session_id="ops", page_size=3, newest_first=True)))
+        assert [m["id"] for m in listed["messages"]] == ["2", "3", "4"] and listed["nextPageToken"] == "2"
+        call("MemoryService/Append", {"session_id": "ops", "messages": [
+            {"role": "ROLE_TOOL", "content": "a tool's answer", "payload_json": '{"tool_call_id": "c1"}'}]})
+        popped = call("MemoryService/DeleteMessages", {"session_id": "ops", "last": 1})
+        assert [(m["role"], m["payloadJson"]) for m in popped["messages"]] == [("ROLE_TOOL", '{"tool_call_id": "c1"}')]
+        assert popped["deleted"]["historyMessages"] == 1
         assert call("MemoryService/Compact", {"session_id": "ops"})["removed"] == 2
         assert [m.content for m in grpc_client.get_context("ops").window] == [m["content"] for m in CONVERSATION[2:]]
         reset = call("MemoryService/Reset", {"session_id": "ops", "mode": "RESET_MODE_SUMMARY"})
@@ -100,6 +123,22 @@ def test_every_rpc_answers_json_over_curl_as_grpc_does(make_server, llm_server):
         assert grpc_client.list_errors().records[0].action == "rotate the User-Agent"
         deleted = call("ErrorMemoryService/DeleteError", {"id": lesson["id"]})
         assert deleted["record"]["id"] == lesson["id"] and not grpc_client.list_errors().records
+
+        fitted = call("FitService/FitContext", {"session_id": "ops", "vendor": "openai", "model": "gpt-4o",
+                                                "messages": RUN})
+        assert fitted == as_json(fit.FitContext(fit_pb2.FitContextRequest(session_id="ops", vendor="openai",
+                                                                           model="gpt-4o", messages=RUN)))
+        assert fitted["messages"] == RUN and fitted["windowSource"] == "WINDOW_SOURCE_SHIPPED"
+        assert [(s["stage"], s["outcome"]) for s in fitted["stages"]] == [("FIT_STAGE_CHECK_THRESHOLD",
+                                                                           "FIT_OUTCOME_UNCHANGED")]
+        assert fitted["fits"] and "changed" not in fitted  # proto3 JSON leaves false out
+        switched = call("FitService/FitContext", {"sessionId": "ops", "model": "gpt-4o", "messages": RUN,
+                                                  "previousModel": "claude-3-5-sonnet"})
+        assert [stage["stage"] for stage in switched["stages"]] == ["FIT_STAGE_CHECK_THRESHOLD",
+                                                                    "FIT_STAGE_RAW_TOOL_FALLBACK"]
+        assert json.loads(switched["messages"][3]) == {"role": "user",
+                                                       "content": "[tool result read_file id=c1]\nhello"}
+        assert len(llm_server.calls()) == 1  # Summarize's: neither run needed the model
     # A new RPC in the contract is served over HTTP by itself; this test wants one call of it too.
     assert set(called) == EVERY_RPC
 
@@ -135,6 +174,11 @@ def plain(make_server):
      "invalid_argument", "TOOL_NAME_REQUIRED"),
     ("ErrorMemoryService/UpdateErrorAction", {"id": "404", "action": "a"}, 404, "not_found", "ERROR_RECORD_NOT_FOUND"),
     ("ErrorMemoryService/ListErrors", {"page_token": "not-a-token"}, 400, "invalid_argument", "INVALID_PAGE_TOKEN"),
+    ("FitService/FitContext", {"session_id": "kept", "model": "gpt-4o", "messages": ["{not json"]}, 400,
+     "invalid_argument", "INVALID_CHAT_MESSAGE"),
+    ("FitService/FitContext", {"session_id": "kept", "messages": RUN}, 400, "invalid_argument", "MODEL_REQUIRED"),
+    ("FitService/FitContext", {"session_id": "kept", "model": "gpt-4o", "messages": RUN, "context_window": 20}, 400,
+     "failed_precondition", "CONTEXT_TOO_LARGE"),
 ])
 def test_bad_input_gets_the_code_http_status_and_reason_grpc_gives_and_stores_nothing(plain, rpc, body, status,
                                                                                        code, reason):
@@ -273,7 +317,7 @@ def test_the_readme_one_liners_do_what_they_say(make_server, llm_server):
     section = readme[readme.index("## HTTP/JSON and the dashboard"):]
     block = section[section.index("```sh\n") + 6:section.index("```\n", section.index("```sh\n"))]
     lines = [line for line in block.splitlines() if line.startswith("curl ")]
-    assert len(lines) == 6
+    assert len(lines) == 7
     server = make_server(*http("--max-history-messages", "2", "--llm-base-url", llm_server.base_url,
                                "--summary-model", "sum", "--llm-max-retries", "0"))
     with server.client() as client:
@@ -285,9 +329,12 @@ def test_the_readme_one_liners_do_what_they_say(make_server, llm_server):
         done = subprocess.run(["bash", "-c", line.replace("127.0.0.1:8080", server.http)], capture_output=True,
                               text=True, timeout=60, check=True, env={"ID": lesson.id, "PATH": "/usr/bin:/bin"})
         replies.append(json.loads(done.stdout))
-    compact, summarize, keep, wipe, listed, edited = replies
+    compact, summarize, keep, wipe, listed, edited, fitted = replies
     assert compact["removed"] == 2 and summarize["count"] == 4  # compacted messages are summarized too
     assert "summary" not in keep["deleted"] and wipe["deleted"] == {"summary": True}  # only the summary was left
     assert [r["id"] for r in listed["records"]] == [lesson.id]
     assert edited["record"]["action"] == "send a browser User-Agent"
     assert edited["record"]["expiresAtUnixNano"] == listed["records"][0]["expiresAtUnixNano"]
+    assert [json.loads(m) for m in fitted["messages"]] == [{"role": "system", "content": "Be brief."},
+                                                          {"role": "user", "content": "hi"}]
+    assert fitted["fits"] and fitted["windowEntry"] == "openai/gpt-4o" and len(fitted["stages"]) == 1

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memsvc_client.v1 import error_memory_pb2, memory_pb2
+from memsvc_client.v1 import error_memory_pb2, fit_pb2, memory_pb2
 from tests.support import ServerProcess
 
 CANARY = "canary"
 DOCUMENTED = {400: {"invalid_argument", "failed_precondition"}, 404: {"not_found"}, 429: {"resource_exhausted"}}
-METHODS = {f"/{service.full_name}/{method.name}": method for module in (memory_pb2, error_memory_pb2)
+METHODS = {f"/{service.full_name}/{method.name}": method for module in (memory_pb2, error_memory_pb2, fit_pb2)
            for service in module.DESCRIPTOR.services_by_name.values() for method in service.methods}
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -158,8 +158,9 @@ def test_a_database_down_at_start_answers_unavailable_and_serves_once_it_is_back
         assert schema_row(private_postgres, database)[0] == LATEST
 
         private_postgres.stop()  # an outage while serving
-        with pytest.raises(Unavailable):
+        with pytest.raises(Unavailable) as outage:
             lessons.lookup("web_fetch", "HTTP 403 Forbidden")
+        assert outage.value.reason == "LESSONS_DATABASE_UNAVAILABLE"
         private_postgres.start()
         wait_for(lambda: lessons.unavailable() is None, timeout=60)
         assert [x.id for x in lessons.lookup("web_fetch", "HTTP 403 Forbidden").lessons] == [lesson.id]

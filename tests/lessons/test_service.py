@@ -124,8 +124,9 @@ def test_lessons_expire_ttl_after_their_last_hit_and_a_hit_keeps_them(lessons: L
     assert [x.id for x in lessons.list_page()[0]] == [kept.id]
     assert lessons.lookup("web_fetch", "disk quota exceeded").lessons == []
     assert lessons.search("quota") == []
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as expired:
         lessons.update_action(dropped.id, "x")
+    assert expired.value.reason == "ERROR_RECORD_NOT_FOUND"
     assert lessons.purge_expired() == 1
     clock.advance(60)
     assert lessons.list_page()[0] == [] and lessons.purge_expired() == 1
@@ -226,8 +227,9 @@ def test_bad_records_are_rejected_and_store_nothing(lessons: Lessons, fields: di
 
 def test_a_failed_outcome_needs_no_action_but_still_needs_a_tool_and_symptom(lessons: Lessons):
     assert not lessons.record(NewLesson(tool_name="t", symptom="boom", outcome="failed")).stored
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument) as refused:
         lessons.record(NewLesson(tool_name="t", symptom="", outcome="abandoned"))
+    assert refused.value.reason == "SYMPTOM_REQUIRED"
 
 
 @pytest.mark.parametrize("call, reason", [
@@ -247,8 +249,9 @@ def test_bad_queries_get_stable_reasons(lessons: Lessons, call, reason: str):
 
 def test_an_update_with_a_blank_action_changes_nothing(lessons: Lessons):
     lesson = lessons.record(resolved()).lesson
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument) as refused:
         lessons.update_action(lesson.id, "  ")
+    assert refused.value.reason == "ACTION_REQUIRED"
     assert lessons.list_page()[0] == [lesson]
 
 

@@ -13,7 +13,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-from memsvc.archive import keywords, reindex
+from memsvc.archive import reindex
 from memsvc_client import MemsvcError
 from tests.support import ServerProcess, scrape, wait_for
 from tests.support.llm_server import summary_reply
@@ -53,7 +53,7 @@ def archived(make_server):
 
 
 def index_dir(server: ServerProcess) -> Path:
-    return reindex.index_dir(server.data_dir / ".store/archive", keywords.ANALYZER_VERSION)
+    return reindex.index_dir(server.data_dir / ".store/archive", reindex.FORMAT)
 
 
 # -- history.json --------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ def contents(client, session_id: str) -> list[str]:
     return [m.content for m in client.get_context(session_id).window]
 
 
-@pytest.mark.parametrize("point", ["durable.write_at.start", "durable.write_at.written", "durable.write_at.synced"])
+# An Append: its line into history.json (unsynced), its journal frame before and after the sync.
+@pytest.mark.parametrize("point", ["history.write", "journal.write", "journal.synced"])
 def test_a_disk_full_append_is_refused_changes_nothing_and_the_next_one_works(make_server, point):
     # hit 1 is the first append; hits 2 and 3 fail
     server = failing(make_server, f"{point}=enospc@2")
@@ -44,13 +45,13 @@ def test_a_disk_full_append_is_refused_changes_nothing_and_the_next_one_works(ma
 
 
 def test_an_io_error_is_unavailable(make_server):
-    server = failing(make_server, "durable.write_at.written=eio@1")
+    server = failing(make_server, "journal.write=eio@1")
     with server.client() as client, pytest.raises(MemsvcError) as caught:
         client.append("s", [("user", "x")])
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_ERROR")
 
 
-@pytest.mark.parametrize("point", ["durable.write_at.written", "durable.write_at.synced"])
+@pytest.mark.parametrize("point", ["history.write", "journal.write", "journal.synced"])
 def test_kill_inside_an_append_keeps_every_acknowledged_one(make_server, point):
     server = failing(make_server, f"{point}=kill@6")
     acknowledged = []
@@ -223,6 +224,43 @@ def test_a_reset_or_removal_killed_part_way_is_done_in_full_or_not_at_all(make_s
             assert client.append("s", [("user", "a new session")]).messages[0].id == 1
         else:
             assert client.append("s", [("user", "after")]).messages[0].id == 2 * len(tokens) + 1
+    assert not list((server.data_dir / "sessions").glob(".intent-*"))
+
+
+@pytest.mark.parametrize(("point", "compacted", "done"), [
+    ("durable.atomic_write.synced=kill@1", False, False),  # the intent's temp file written, not renamed
+    ("durable.atomic_write.renamed=kill@1", False, True),  # the intent recorded
+    ("lifecycle.delete.intended=kill@1", True, True),
+    ("archive.deleted=kill@1", True, True),  # the archive's delete committed
+    ("lifecycle.delete.derived=kill@1", True, True),  # the vectors told, history.json untouched
+    ("durable.atomic_write.renamed=kill@2", False, True),  # .next_id raised, history.json not yet rewritten
+])
+def test_a_deletion_killed_part_way_is_done_in_full_or_not_at_all(make_server, point, compacted, done):
+    server = failing(make_server, point, "--max-history-messages", "2")
+    tokens = [f"t{index}x" for index in range(6)]
+    with server.client() as client:
+        for token in tokens:
+            client.append("s", [("user", f"about {token}"), ("assistant", "ok")])
+            if compacted and token == tokens[3]:
+                assert client.compact("s").removed == 6  # message 1 only in the archive from here
+        wait_for(lambda: client.search("s", "about", include_window=True).unsearched == 0)
+        with pytest.raises(MemsvcError):
+            client.delete_messages("s", [1, 11, 12])  # about t0x, about t5x and its "ok"
+    server.process.wait()
+    server.env.pop("MEMSVC_FAILPOINTS")
+    server.start()
+    with server.client() as client:
+        window = [m.id for m in client.get_context("s").window]
+        best = [hit.message.id for hit in client.search("s", "about t5x", limit=1, include_window=True).hits
+                if not hit.is_context]
+        if not done:
+            assert tokens_found(client, "s", tokens) == [1] * len(tokens)
+            assert window == [11, 12] and best == [11]
+            return
+        assert tokens_found(client, "s", tokens) == [0, 1, 1, 1, 1, 0]
+        assert window == [9, 10] and best not in ([], [11]), "no vector of a deleted message is found"
+        assert client.append("s", [("user", "after")]).messages[0].id == 13
+        assert client.delete_messages("s", [1, 11, 12]).messages == []
     assert not list((server.data_dir / "sessions").glob(".intent-*"))
 
 

@@ -6,6 +6,7 @@ that breaks one is the one Hypothesis reports."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import grpc
@@ -15,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memsvc_client.v1 import error_memory_pb2 as epb
-from memsvc_client.v1 import error_memory_pb2_grpc, memory_pb2_grpc
+from memsvc_client.v1 import error_memory_pb2_grpc, fit_pb2_grpc, memory_pb2_grpc
+from memsvc_client.v1 import fit_pb2 as fpb
 from memsvc_client.v1 import memory_pb2 as pb
 from tests.support import ServerProcess
 from tests.support.lessons import PostgresBackend
@@ -44,6 +46,7 @@ class Live:
         self.channel = grpc.insecure_channel(server.tcp)
         self.memory = memory_pb2_grpc.MemoryServiceStub(self.channel)
         self.errors = error_memory_pb2_grpc.ErrorMemoryServiceStub(self.channel)
+        self.fit = fit_pb2_grpc.FitServiceStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
         self.memory.Append(pb.AppendRequest(session_id=CANARY,
                                             messages=[pb.Message(role=pb.ROLE_USER, content="keep me")]))
@@ -80,8 +83,10 @@ def status_of(call, request) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
+payloads = st.one_of(st.text(max_size=300), st.sampled_from([
+    "", "{}", '{"a": [1, 2.5e300, null]}', "[" * 5000, '"\\ud800"', "1e999", '{"x": "' + "y" * 1_100_000 + '"}']))
 messages = st.builds(pb.Message, role=int32s, content=texts, sender=st.text(max_size=300),
-                     send_at_unix_nano=int64s, id=st.integers(min_value=0, max_value=2**64 - 1))
+                     send_at_unix_nano=int64s, id=st.integers(min_value=0, max_value=2**64 - 1), payload_json=payloads)
 
 
 @EXAMPLES
@@ -103,6 +108,10 @@ def test_session_rpcs(live, session_id, text, mode, page_size, token):
     status_of(memory.Reset, pb.ResetRequest(session_id=session_id, mode=mode))
     status_of(memory.Summarize, pb.SummarizeRequest(session_id=session_id))
     status_of(memory.ListSessions, pb.ListSessionsRequest(page_size=page_size, page_token=token))
+    status_of(memory.ListMessages, pb.ListMessagesRequest(session_id=session_id, page_size=page_size,
+                                                          page_token=token, newest_first=mode % 2 == 0))
+    status_of(memory.DeleteMessages, pb.DeleteMessagesRequest(session_id=session_id, last=page_size))
+    status_of(memory.DeleteMessages, pb.DeleteMessagesRequest(session_id=session_id, ids=[page_size, 2**64 - 1]))
     status_of(memory.RemoveSession, pb.RemoveSessionRequest(session_id=session_id))
     live.check()
 
@@ -169,6 +178,7 @@ def test_error_memory_on_postgres(live_postgres, **fields):
 METHODS = [f"/memsvc.v1.MemoryService/{name}" for name in pb.DESCRIPTOR.services_by_name["MemoryService"]
            .methods_by_name] + [f"/memsvc.v1.ErrorMemoryService/{name}" for name in
                                 epb.DESCRIPTOR.services_by_name["ErrorMemoryService"].methods_by_name]
+METHODS += [f"/memsvc.v1.FitService/{name}" for name in fpb.DESCRIPTOR.services_by_name["FitService"].methods_by_name]
 
 
 @EXAMPLES
@@ -176,4 +186,28 @@ METHODS = [f"/memsvc.v1.MemoryService/{name}" for name in pb.DESCRIPTOR.services
 def test_raw_bytes_on_the_wire(live, method, payload):
     call = live.channel.unary_unary(method, request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw)
     status_of(call, payload)
+    live.check()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3),
+    max_leaves=10)
+chat_fields = st.dictionaries(st.sampled_from(["tool_calls", "tool_call_id", "name", "function_call", "x-extra"]),
+                              json_values, max_size=3)
+chat_messages = st.one_of(
+    texts, json_values.map(json.dumps),
+    st.builds(lambda role, content, fields: json.dumps({"role": role, "content": content, **fields}),
+              st.sampled_from(["system", "developer", "user", "assistant", "tool", "function", "robot", ""]),
+              json_values, chat_fields))
+
+
+@EXAMPLES
+@given(session_id=st.one_of(st.just("target"), session_ids), vendor=st.text(max_size=40), model=st.text(max_size=60),
+       batch=st.lists(chat_messages, max_size=6), overflow=st.booleans(), previous=st.text(max_size=20),
+       window=uint32s, reserved=uint32s)
+def test_fit_context(live, session_id, vendor, model, batch, overflow, previous, window, reserved):
+    status_of(live.fit.FitContext, fpb.FitContextRequest(
+        session_id=session_id, vendor=vendor, model=model, messages=batch, overflow=overflow, previous_model=previous,
+        context_window=window, reserved_tokens=reserved))
     live.check()

@@ -99,8 +99,9 @@ def test_the_token_never_reaches_the_log(make_server, token_file):
     server = make_server("--token-file", str(token_file), "--log-level", "debug")
     with server.client(token=TOKEN) as member, server.client(token=TOKEN + "-guess") as impostor:
         member.append("s", [("user", "hello")])
-        with pytest.raises(MemsvcError):
+        with pytest.raises(MemsvcError) as refused:
             impostor.append("s", [("user", "hello")])
+        assert refused.value.reason == "INVALID_TOKEN"
     assert server.terminate() == 0
     serving = next(json.loads(line) for line in server.log_lines if '"serving"' in line)
     assert serving["token"] is True  # the log says auth is on...

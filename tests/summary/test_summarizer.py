@@ -253,8 +253,9 @@ def test_no_summary_model_and_unknown_sessions_are_refused(tmp_path, llm_server)
     with pytest.raises(FailedPrecondition) as caught:
         world.summarizer.summarize("s")
     assert caught.value.reason == "SUMMARY_MODEL_NOT_CONFIGURED" and "summary_model" in caught.value.message
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as missing:
         World(tmp_path, llm_server.base_url).summarizer.summarize("nobody")
+    assert missing.value.reason == "SESSION_NOT_FOUND"
 
 
 def test_an_unreadable_summary_is_never_overwritten(world, llm_server):

@@ -208,6 +208,21 @@ def client(server: ServerProcess):
         yield memory
 
 
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory):
+    """One server for a module's tests that change nothing but sessions of their own (each names its own)."""
+    server = ServerProcess(tmp_path_factory.mktemp("shared") / "data").start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.kill()
+
+
+def stored_sessions(server: ServerProcess) -> set[str]:
+    """The session directories on the server's disk."""
+    root = server.data_dir / "sessions"
+    return {path.name for path in root.iterdir()} if root.exists() else set()
+
+
 def talk(sessions: Sessions, session_id: str, pairs: int, size: int = 20) -> None:
     for index in range(pairs):
         sessions.append(session_id, [NewMessage(role="user", content=f"q{index} " + "x" * size),

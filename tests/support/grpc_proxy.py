@@ -1,12 +1,13 @@
 """A real gRPC proxy on loopback, for tests: every unary call is forwarded, bytes untouched, to
-one upstream memsvc, and recorded (method, request metadata, request bytes). It can answer the
+one upstream memsvc, and recorded (method, request metadata, request bytes, the seconds left of
+its deadline when it arrived). It can answer the
 next calls of a method with an injected status instead of forwarding them, the way a restarting
 server or a proxy losing its backend would. Uses grpcio only: it must never know memsvc's types.
 
 The Node and Go tests run it as a program:
     python -m tests.support.grpc_proxy UPSTREAM [--fail METHOD=CODE:TIMES ...]
-prints {"event": "serving", "target": ...} on stdout, and on SIGTERM one {"method", "metadata"}
-line per call it saw, then exits.
+prints {"event": "serving", "target": ...} on stdout, and on SIGTERM one {"method", "metadata",
+"deadline_seconds"} line per call it saw, then exits.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class Seen:
     method: str
     metadata: dict[str, str]
     request: bytes
+    deadline_seconds: float | None
+    "What was left of the caller's deadline on arrival; None for a call without one."
 
 
 class RecordingProxy(grpc.GenericRpcHandler):
@@ -64,7 +67,7 @@ class RecordingProxy(grpc.GenericRpcHandler):
         def forward(request: bytes, context: grpc.ServicerContext) -> bytes:
             metadata = tuple(context.invocation_metadata())
             with self._lock:
-                self.calls.append(Seen(method, dict(metadata), request))
+                self.calls.append(Seen(method, dict(metadata), request, context.time_remaining()))
                 queue = self._failures[method.rpartition("/")[2]]
                 injected = queue.pop(0) if queue else None
             if injected is not None:
@@ -97,7 +100,8 @@ def main() -> None:
         print(json.dumps({"event": "serving", "target": proxy.target}), flush=True)
         stop.wait()
     for call in proxy.calls:
-        print(json.dumps({"method": call.method, "metadata": call.metadata}))
+        print(json.dumps({"method": call.method, "metadata": call.metadata,
+                          "deadline_seconds": call.deadline_seconds}))
     sys.stdout.flush()
 
 

@@ -188,6 +188,52 @@ def test_compaction_drops_entries_below_the_cut(harness):
     assert rows["id"].min() == 26
 
 
+def test_deleted_messages_are_skipped_at_once_and_left_out_by_the_next_build(harness):
+    harness.store.recover("s", [])
+    harness.append("s", conversation(40))
+    wait_for(lambda: built_items(harness.directory("s")) == 40)
+    harness.append("s", conversation(4, start=41))  # in the tail
+    wait_for(lambda: harness.store.ready("s"))
+    target = harness.exact("s", "lunch plans", limit=1)[0]
+    gone = [target, 42]
+    assert harness.store.deleted("s", gone) == 2
+    harness.history["s"] = [r for r in harness.history["s"] if r.id not in gone]
+    # The best match is now another message: no deleted one takes a place in the results.
+    assert harness.search("s", "lunch plans", limit=5).ids == harness.exact("s", "lunch plans", limit=5)
+    wait_for(lambda: built_items(harness.directory("s")) == 42)
+    number = manifest(harness.directory("s"))["generation"]["number"]
+    assert not set(gone) & set(np.load(harness.directory("s") / f"gen-{number}.rows.npy")["id"].tolist())
+    assert harness.store.deleted("s", gone) == 0, "a repeat deletes nothing more"
+
+
+def test_vectors_of_messages_history_no_longer_holds_are_skipped_after_a_restart(harness):
+    harness.store.recover("s", [])
+    harness.append("s", conversation(40))
+    wait_for(lambda: built_items(harness.directory("s")) == 40)
+    # Killed after history.json lost the message, before the vector tier heard of it.
+    target = harness.exact("s", "docker image size", limit=1)[0]
+    harness.history["s"] = [r for r in harness.history["s"] if r.id != target]
+    harness = harness.restart()
+    assert harness.search("s", "docker image size", limit=5).ids == harness.exact("s", "docker image size", limit=5)
+    wait_for(lambda: built_items(harness.directory("s")) == 39)
+    assert (manifest(harness.directory("s"))["generation"]["number"]) == 2, "left out, not rebuilt from scratch"
+    harness.store.close()
+
+
+def test_a_message_deleted_while_it_is_embedded_gets_no_vector(harness):
+    harness.store.recover("s", [])
+    records = conversation(3)
+    harness.append("s", records)  # queued; the worker may be embedding them now
+    harness.store.deleted("s", [2])
+    harness.history["s"] = [records[0], records[2]]
+    wait_for(lambda: harness.store.ready("s"))
+    assert sorted(harness.search("s", "note", limit=5).ids) == [1, 3]
+    harness = harness.restart()
+    wait_for(lambda: harness.store.ready("s"))
+    assert sorted(harness.search("s", "note", limit=5).ids) == [1, 3]
+    harness.store.close()
+
+
 def test_cleared_drops_everything_and_the_session_starts_over(harness):
     harness.store.recover("s", [])
     harness.append("s", conversation(30))
@@ -242,8 +288,9 @@ def test_client_supplied_vectors_are_checked_and_kept(harness):
         harness.store.check("s", [[0.5] * 63])
     assert wrong.value.reason == "VECTOR_DIMENSION_MISMATCH"
     for bad in ([float("nan")] * 64, [0.0] * 64):
-        with pytest.raises(InvalidArgument):
+        with pytest.raises(InvalidArgument) as refused:
             harness.store.check("s", [bad])
+        assert refused.value.reason == "INVALID_EMBEDDING"
     harness.store.check("s", [[], [0.1] * 64])
     own = np.zeros(64, dtype=np.float32)
     own[5] = 3.0

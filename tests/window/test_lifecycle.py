@@ -4,8 +4,9 @@ import time
 
 import pytest
 
-from memsvc.core.errors import FailedPrecondition, NotFound, Unavailable
+from memsvc.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from memsvc.core.records import Record
+from memsvc.window import history
 from memsvc.window.intents import Intent
 from memsvc.window.lifecycle import CompactionQueue, Lifecycle, cut_for_size, pair_boundary
 from memsvc.window.sessions import NewMessage, Sessions
@@ -22,6 +23,14 @@ def test_pair_boundary_cuts_only_after_an_assistant_message():
     assert pair_boundary(records, 5) == 5
     assert pair_boundary(records, 1) == 0
     assert pair_boundary(records, -3) == 0
+
+
+def test_no_cut_falls_between_a_tool_call_and_its_result():
+    records = roles("user", "assistant", "tool", "assistant", "user", "assistant", "tool", "tool")
+    assert pair_boundary(records, 3) == 0, "the assistant at 2 called the tool answering at 3"
+    assert pair_boundary(records, 4) == 4
+    assert pair_boundary(records, 8) == 4
+    assert cut_for_size(records, len(history.render(records[3:]))) == 4, "not 3, the tool result's call"
 
 
 def test_cut_for_size_takes_the_smallest_boundary_that_fits():
@@ -72,8 +81,9 @@ def test_remove_deletes_the_directory_and_unknown_sessions_are_not_found(world):
     talk(sessions, "s", 2)
     assert lifecycle.remove("s").archived_messages == 4
     assert not sessions.directory("s").exists() and archive.count("s") == 0
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as missing:
         lifecycle.remove("s")
+    assert missing.value.reason == "SESSION_NOT_FOUND"
     with pytest.raises(NotFound):
         lifecycle.compact("ghost")
 
@@ -108,6 +118,19 @@ def test_reset_waits_while_another_writer_holds_the_session(world):
     resetting.join()
     lifecycle.close()
     assert sessions.window("s") == []
+
+
+def test_a_deletion_does_not_wait_for_a_summary_run(world):
+    sessions, archive, _, _ = world
+    talk(sessions, "s", 2)
+    summary_run = threading.Lock()
+    lifecycle = Lifecycle(sessions, archive, CompactionQueue(), exclusive=[lambda session_id: summary_run])
+    try:
+        with summary_run:  # held for as long as a summary run's LLM calls take
+            assert [record.id for record in lifecycle.delete_messages("s", last=1).records] == [4]
+        assert [record.id for record in sessions.window("s")] == [2, 3]
+    finally:
+        lifecycle.close()
 
 
 def test_an_interrupted_reset_is_completed_before_the_session_is_used_again(world):
@@ -162,3 +185,66 @@ def test_a_reset_waiting_for_a_removal_finds_the_session_gone(world):
         sessions.remove(session)
     waiting.join()
     assert isinstance(outcome[0], NotFound), outcome
+
+
+def test_delete_messages_by_id_reaches_history_and_archive_even_after_compaction(world):
+    sessions, archive, lifecycle, _ = world
+    talk(sessions, "s", 4)  # ids 1-8
+    lifecycle.compact("s")  # 1-6 archived only, 7 and 8 in history.json
+    result = lifecycle.delete_messages("s", ids=[2, 7, 99, 7])
+    assert [record.id for record in result.records] == [2, 7]
+    assert [(r.role, r.content) for r in result.records] == [("assistant", "a0"), ("user", "q3 " + "x" * 20)]
+    assert (result.deleted.history_messages, result.deleted.archived_messages) == (1, 2)
+    assert [record.id for record in sessions.window("s")] == [8]
+    assert [record.id for record in archive.messages("s", 0, 100)] == [1, 3, 4, 5, 6, 8]
+    again = lifecycle.delete_messages("s", ids=[2, 7])
+    assert again.records == [] and again.deleted.archived_messages == 0, "a repeat deletes nothing more"
+    assert not list(sessions.root.glob(".intent-*"))
+
+
+def test_delete_the_newest_reaches_into_the_archive_and_ids_never_repeat(world):
+    sessions, archive, lifecycle, _ = world
+    talk(sessions, "s", 4)
+    lifecycle.compact("s")
+    result = lifecycle.delete_messages("s", last=3)
+    assert [record.id for record in result.records] == [6, 7, 8]
+    assert sessions.window("s") == []
+    assert [record.id for record in archive.messages("s", 0, 100)] == [1, 2, 3, 4, 5]
+    assert sessions.append("s", [NewMessage(role="user", content="next")]).records[0].id == 9
+    assert [record.id for record in lifecycle.delete_messages("s", last=1).records] == [9]
+    assert sessions.append("s", [NewMessage(role="user", content="again")]).records[0].id == 10
+
+
+@pytest.mark.parametrize(("ids", "last", "reason"), [
+    ([], 0, "DELETE_TARGET_REQUIRED"), ([1], 1, "DELETE_TARGET_AMBIGUOUS"), ([], 1001, "TOO_MANY_MESSAGES"),
+    (list(range(1, 1002)), 0, "TOO_MANY_MESSAGES")])
+def test_delete_messages_needs_ids_or_last(world, ids, last, reason):
+    sessions, _, lifecycle, _ = world
+    talk(sessions, "s", 1)
+    with pytest.raises(InvalidArgument) as refused:
+        lifecycle.delete_messages("s", ids=ids, last=last)
+    assert refused.value.reason == reason
+    assert len(sessions.window("s")) == 2
+    with pytest.raises(NotFound):
+        lifecycle.delete_messages("ghost", last=1)
+
+
+def test_an_interrupted_deletion_is_completed_before_the_session_is_used_again(world):
+    sessions, archive, lifecycle, _ = world
+    talk(sessions, "s", 3)
+    next_id = sessions.reading("s").next_id
+    # Killed half way: the intent recorded, the archive's part done, history.json untouched.
+    sessions.intents.begin(Intent("s", "delete", next_id, ids=(5, 6)))
+    archive.deleted("s", [5, 6])
+    reopened = Sessions(sessions.settings, derived=[archive], embeddings=None, on_oversize=lambda session_id: None)
+    with pytest.raises(Unavailable) as refused:
+        reopened.window("s")
+    assert refused.value.reason == "SESSION_BEING_CLEARED"
+    resumed = Lifecycle(reopened, archive, CompactionQueue())
+    try:
+        assert resumed.finish_interrupted() == 1
+        assert [record.id for record in reopened.window("s")] == [3, 4]
+        assert [record.id for record in archive.messages("s", 0, 100)] == [1, 2, 3, 4]
+        assert reopened.append("s", [NewMessage(role="user", content="after")]).records[0].id == next_id
+    finally:
+        resumed.close()

@@ -57,11 +57,13 @@ def test_idempotency_key_replays_the_first_result_even_after_restart(tmp_path: P
 
 @pytest.mark.parametrize("messages, reason", [
     ([], "NO_MESSAGES"),
-    ([NewMessage(role="system", content="x")], "INVALID_ROLE"),
+    ([NewMessage(role="human", content="x")], "INVALID_ROLE"),
     ([user("   ")], "EMPTY_CONTENT"),
     ([user("x" * 101)], "MESSAGE_TOO_LARGE"),
     ([user("ok"), user("x", sender="s" * 300)], "SENDER_TOO_LONG"),
     ([user("x", send_at=-1)], "INVALID_TIME"),
+    ([NewMessage(role="tool", content="x", payload="{not json")], "INVALID_PAYLOAD"),
+    ([NewMessage(role="tool", content="x", payload='"' + "p" * 99 + '"')], "PAYLOAD_TOO_LARGE"),
 ])
 def test_bad_messages_are_rejected_and_change_nothing(tmp_path: Path, messages, reason):
     sessions = make_sessions(tmp_path, max_message_bytes=100)
@@ -115,20 +117,55 @@ def test_list_pages_in_id_order(tmp_path: Path):
 
 
 def test_require_unknown_session(tmp_path: Path):
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as missing:
         make_sessions(tmp_path).require("ghost")
+    assert missing.value.reason == "SESSION_NOT_FOUND"
 
 
 def test_torn_history_is_repaired_on_open(tmp_path: Path):
     sessions = make_sessions(tmp_path)
     sessions.append("s", [user("a")])
     sessions.append("s", [user("b")])
+    sessions.close()  # checkpointed: the journal no longer holds the appends, so the torn one is gone
     path = tmp_path / "data/sessions/s/history.json"
     path.write_bytes(path.read_bytes()[:-7])
     reopened = make_sessions(tmp_path)
     assert [r.content for r in reopened.window("s")] == ["a"]
     assert reopened.append("s", [user("c")]).records[0].id == 2
     assert [r.content for r in history.load(path).records] == ["a", "c"]
+
+
+def test_acknowledged_appends_lost_from_history_are_replayed_from_the_journal(tmp_path: Path):
+    """As after a power cut: history.json lost its unsynced tail, the journal did not."""
+    sessions = make_sessions(tmp_path)
+    sessions.append("s", [user("a")])
+    path = tmp_path / "data/sessions/s/history.json"
+    synced = path.read_bytes()
+    sessions.append("s", [user("b"), user("c")])
+    sessions.append("t", [user("elsewhere")])
+    path.write_bytes(synced[:-3])  # torn inside the first line, and the later lines gone
+    (tmp_path / "data/sessions/t/history.json").unlink()
+    reopened = make_sessions(tmp_path)
+    assert [r.content for r in reopened.window("s")] == ["a", "b", "c"]
+    assert [r.content for r in reopened.window("t")] == ["elsewhere"]
+    assert history.decode(path.read_bytes()).canonical
+    assert not list(path.parent.glob("*.damaged-*"))
+
+
+def test_frames_before_a_rewrite_are_never_replayed_into_what_replaced_it(tmp_path: Path):
+    sessions = make_sessions(tmp_path, max_history_messages=1)
+    for text in ("a", "b", "c"):
+        sessions.append("s", [user(text)])
+    with sessions.writing("s") as session:
+        sessions.trim(session, 2)
+    sessions.append("s", [user("d")])
+    sessions.append("gone", [user("x")])
+    with sessions.writing("gone") as session:
+        sessions.remove(session)
+    reopened = make_sessions(tmp_path)
+    assert [r.content for r in history.load(tmp_path / "data/sessions/s/history.json").records] == ["c", "d"]
+    assert [r.content for r in reopened.window("s")] == ["c", "d"]
+    assert not (tmp_path / "data/sessions/gone").exists()
 
 
 def test_list_pages_only_the_sessions_whose_id_contains_the_filter(tmp_path: Path):
@@ -141,3 +178,43 @@ def test_list_pages_only_the_sessions_whose_id_contains_the_filter(tmp_path: Pat
     assert [info.session_id for info in rest] == ["deploy-c", "redeploy"] and token == ""
     assert sessions.list_page(10, "", "nothing")[0] == []
     assert len(sessions.list_page(10, "")[0]) == 5
+
+
+def test_a_payload_nested_past_the_decoders_depth_is_invalid_not_an_internal_error(tmp_path: Path):
+    sessions = make_sessions(tmp_path)
+    with pytest.raises(InvalidArgument) as caught:
+        sessions.append("s", [NewMessage(role="tool", content="x", payload="[" * 5000 + "]" * 5000)])
+    assert caught.value.reason == "INVALID_PAYLOAD"
+
+
+def test_roles_and_payloads_are_kept_exactly_and_history_stays_one_append_per_line(tmp_path: Path):
+    payload = '{\n  "tool_calls": [{"id": "call_1", "args": {"city": "Zürich \\u00e9"}}],\n  "n": 1.50\n}'
+    messages = [NewMessage(role="system", content="be brief"), user("weather?"),
+                NewMessage(role="assistant", content="get_weather(Zürich)", payload=payload),
+                NewMessage(role="tool", content="sunny", payload='"plain string"')]
+    sessions = make_sessions(tmp_path)
+    sessions.append("s", messages[:2])
+    sessions.append("s", messages[2:])
+    reopened = make_sessions(tmp_path).window("s")
+    assert [(r.role, r.content, r.payload) for r in reopened] == [
+        (m.role, m.content, m.payload) for m in messages]
+    lines = (tmp_path / "data/sessions/s/history.json").read_bytes().split(b"\n")
+    assert len(lines) == 5 and lines[0] == b"[" and lines[3] == b"]", "two appends, two lines"
+    assert b'"payload"' in lines[2] and b'"payload"' not in lines[1], "a record without a payload has no key"
+
+
+def test_drop_deletes_records_and_later_ids_never_repeat(tmp_path: Path):
+    sessions = make_sessions(tmp_path)
+    sessions.append("s", [user("a"), user("b"), user("c")], idempotency_key="k")
+    with sessions.writing("s") as session:
+        removed = sessions.drop(session, {2, 3}, next_id=session.next_id)
+    assert [r.content for r in removed] == ["b", "c"]
+    assert [r.content for r in sessions.window("s")] == ["a"]
+    assert sessions.append("s", [user("d")]).records[0].id == 4, "ids 2 and 3 are never given again"
+    reopened = make_sessions(tmp_path)
+    assert [(r.id, r.content) for r in reopened.window("s")] == [(1, "a"), (4, "d")]
+    with reopened.writing("s") as session:
+        reopened.drop(session, {4}, next_id=session.next_id)
+    assert make_sessions(tmp_path).append("s", [user("e")]).records[0].id == 5
+    # the idempotency key still replays what is left of its Append, before and after a restart
+    assert [r.content for r in make_sessions(tmp_path).append("s", [user("x")], idempotency_key="k").records] == ["a"]

@@ -85,6 +85,18 @@ var runners = map[string]runner{
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.RemoveSession(ctx, r.(*memsvcv1.RemoveSessionRequest))
 		}),
+	"ListMessages": rpc(func() proto.Message { return &memsvcv1.ListMessagesRequest{} },
+		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
+			return c.ListMessages(ctx, r.(*memsvcv1.ListMessagesRequest))
+		}),
+	"DeleteMessages": rpc(func() proto.Message { return &memsvcv1.DeleteMessagesRequest{} },
+		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
+			return c.DeleteMessages(ctx, r.(*memsvcv1.DeleteMessagesRequest))
+		}),
+	"FitContext": rpc(func() proto.Message { return &memsvcv1.FitContextRequest{} },
+		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
+			return c.FitContext(ctx, r.(*memsvcv1.FitContextRequest))
+		}),
 }
 
 func run(scenarioPath, target, session string) ([]result, error) {

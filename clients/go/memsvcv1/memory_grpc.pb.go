@@ -42,6 +42,17 @@ type MemoryServiceClient interface {
 	RemoveSession(ctx context.Context, in *RemoveSessionRequest, opts ...grpc.CallOption) (*RemoveSessionResponse, error)
 	// ListSessions lists the stored sessions, ordered by id.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// ListMessages reads every message a session still stores, in id order,
+	// across the archive and history.json, each with its payload_json: the
+	// whole conversation a framework adapter reads back, not only the window.
+	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
+	// DeleteMessages deletes the given messages, or the newest ones, from
+	// every store as Reset does (history.json, the archive and the vectors),
+	// as one step: interrupted, it is completed before the server serves
+	// again. Ids are never reused after it; the rolling summary and its
+	// cursor are kept. Retried by clients only when ids are given: a second
+	// call deletes nothing more, while a repeated `last` would delete more.
+	DeleteMessages(ctx context.Context, in *DeleteMessagesRequest, opts ...grpc.CallOption) (*DeleteMessagesResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -133,6 +144,24 @@ func (c *memoryServiceClient) ListSessions(ctx context.Context, in *ListSessions
 	return out, nil
 }
 
+func (c *memoryServiceClient) ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error) {
+	out := new(ListMessagesResponse)
+	err := c.cc.Invoke(ctx, "/memsvc.v1.MemoryService/ListMessages", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) DeleteMessages(ctx context.Context, in *DeleteMessagesRequest, opts ...grpc.CallOption) (*DeleteMessagesResponse, error) {
+	out := new(DeleteMessagesResponse)
+	err := c.cc.Invoke(ctx, "/memsvc.v1.MemoryService/DeleteMessages", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility
@@ -162,6 +191,17 @@ type MemoryServiceServer interface {
 	RemoveSession(context.Context, *RemoveSessionRequest) (*RemoveSessionResponse, error)
 	// ListSessions lists the stored sessions, ordered by id.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// ListMessages reads every message a session still stores, in id order,
+	// across the archive and history.json, each with its payload_json: the
+	// whole conversation a framework adapter reads back, not only the window.
+	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
+	// DeleteMessages deletes the given messages, or the newest ones, from
+	// every store as Reset does (history.json, the archive and the vectors),
+	// as one step: interrupted, it is completed before the server serves
+	// again. Ids are never reused after it; the rolling summary and its
+	// cursor are kept. Retried by clients only when ids are given: a second
+	// call deletes nothing more, while a repeated `last` would delete more.
+	DeleteMessages(context.Context, *DeleteMessagesRequest) (*DeleteMessagesResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -195,6 +235,12 @@ func (UnimplementedMemoryServiceServer) RemoveSession(context.Context, *RemoveSe
 }
 func (UnimplementedMemoryServiceServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedMemoryServiceServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListMessages not implemented")
+}
+func (UnimplementedMemoryServiceServer) DeleteMessages(context.Context, *DeleteMessagesRequest) (*DeleteMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteMessages not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 
@@ -371,6 +417,42 @@ func _MemoryService_ListSessions_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ListMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/memsvc.v1.MemoryService/ListMessages",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ListMessages(ctx, req.(*ListMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_DeleteMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).DeleteMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/memsvc.v1.MemoryService/DeleteMessages",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).DeleteMessages(ctx, req.(*DeleteMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _MemoryService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "memsvc.v1.MemoryService",
 	HandlerType: (*MemoryServiceServer)(nil),
@@ -410,6 +492,14 @@ var _MemoryService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSessions",
 			Handler:    _MemoryService_ListSessions_Handler,
+		},
+		{
+			MethodName: "ListMessages",
+			Handler:    _MemoryService_ListMessages_Handler,
+		},
+		{
+			MethodName: "DeleteMessages",
+			Handler:    _MemoryService_DeleteMessages_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

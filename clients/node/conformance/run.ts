@@ -8,8 +8,10 @@
 import { readFileSync } from "node:fs";
 import { type DescMessage, fromJson, type JsonValue, type MessageShape, toJson } from "@bufbuild/protobuf";
 import {
-  AppendRequestSchema, AppendResponseSchema, CompactRequestSchema, CompactResponseSchema, GetContextRequestSchema,
-  GetContextResponseSchema, GetSummaryRequestSchema, GetSummaryResponseSchema, MemsvcClient, MemsvcError,
+  AppendRequestSchema, AppendResponseSchema, CompactRequestSchema, CompactResponseSchema, DeleteMessagesRequestSchema,
+  DeleteMessagesResponseSchema, FitContextRequestSchema, FitContextResponseSchema, GetContextRequestSchema,
+  GetContextResponseSchema, GetSummaryRequestSchema, GetSummaryResponseSchema, ListMessagesRequestSchema,
+  ListMessagesResponseSchema, MemsvcClient, MemsvcError,
   RemoveSessionRequestSchema, RemoveSessionResponseSchema, ResetRequestSchema, ResetResponseSchema,
   SearchRequestSchema, SearchResponseSchema, SummarizeRequestSchema, SummarizeResponseSchema,
 } from "../src/index.js";
@@ -42,6 +44,14 @@ const RUNNERS: Record<string, Runner> = {
   Reset: rpc(ResetRequestSchema, ResetResponseSchema, (client, r) => client.reset(r.sessionId, r.mode)),
   RemoveSession: rpc(RemoveSessionRequestSchema, RemoveSessionResponseSchema,
     (client, r) => client.removeSession(r.sessionId)),
+  ListMessages: rpc(ListMessagesRequestSchema, ListMessagesResponseSchema, (client, r) => client.listMessages(
+    r.sessionId, { pageSize: r.pageSize, pageToken: r.pageToken, newestFirst: r.newestFirst })),
+  DeleteMessages: rpc(DeleteMessagesRequestSchema, DeleteMessagesResponseSchema,
+    (client, r) => client.deleteMessages(r.sessionId, { ids: r.ids, last: r.last })),
+  FitContext: rpc(FitContextRequestSchema, FitContextResponseSchema, (client, r) => {
+    const { sessionId, vendor, model, messages, $typeName: _, ...options } = r;
+    return client.fitContext(sessionId, vendor, model, messages, options);
+  }),
 };
 
 async function main(): Promise<void> {

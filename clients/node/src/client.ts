@@ -24,12 +24,15 @@ import {
   type SearchErrorsResponse,
   type UpdateErrorActionResponse,
 } from "./gen/memsvc/v1/error_memory_pb.js";
+import { type FitContextRequest, type FitContextResponse, FitService } from "./gen/memsvc/v1/fit_pb.js";
 import {
   AppendRequestSchema,
   type AppendResponse,
   type CompactResponse,
+  type DeleteMessagesResponse,
   type GetContextResponse,
   type GetSummaryResponse,
+  type ListMessagesResponse,
   type ListSessionsResponse,
   MemoryService,
   type MessageSchema,
@@ -52,6 +55,9 @@ import { parseTarget, sessionManager, type TlsOptions } from "./target.js";
 export const SESSION_METADATA = "memsvc-session";
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** fitContext's default deadline (or the client's, when longer): its stages may wait for the summary model. */
+export const FIT_TIMEOUT_MS = 300_000;
 
 export interface ClientOptions {
   /** Deadline of every call that sets none itself; default 10 s. */
@@ -82,6 +88,12 @@ type SearchOptions = Call & Omit<Fields<SearchRequest, "sessionId" | "query">, "
   { match?: Match | Name<typeof Match>; timeRange?: TimeRange | Name<typeof TimeRange> };
 type RecordErrorOptions = Call & Omit<Fields<RecordErrorRequest, "toolName" | "symptom" | "action">, "outcome"> &
   { outcome?: Outcome | Name<typeof Outcome> };
+/** fitContext's options: `overflow` after a context-length error, `previousModel` once after a switch of
+ * models, `contextWindow` to override the model table, `reservedTokens` taken off the budget. */
+export type FitOptions = Call & Fields<FitContextRequest, "sessionId" | "vendor" | "model" | "messages">;
+
+/** A run's message for fitContext: an OpenAI chat-completions message, or its JSON text (kept byte for byte). */
+export type ChatMessage = string | Readonly<Record<string, unknown>>;
 
 function toMessage(item: MessageLike): Record<string, unknown> {
   if (Array.isArray(item)) {
@@ -97,10 +109,13 @@ function split<T extends Call>(options: T): [Call, Omit<T, keyof Call>] {
   return [{ timeoutMs, signal, retry }, fields];
 }
 
-/** Names the session of every MemoryService RPC whose request has a session_id. */
+/** The services whose session_id names the session a call acts on (RecordError's is only provenance). */
+const PER_SESSION = new Set([MemoryService.typeName, FitService.typeName]);
+
+/** Names the session of every per-session RPC whose request has a session_id. */
 const sessionHeader: Interceptor = (next) => (request) => {
   const sessionId = (request.message as { sessionId?: unknown }).sessionId;
-  if (!request.stream && request.service.typeName === MemoryService.typeName &&
+  if (!request.stream && PER_SESSION.has(request.service.typeName) &&
     request.method.input.fields.some((field) => field.name === "session_id") &&
     typeof sessionId === "string" && /^[\x20-\x7e]+$/.test(sessionId)) {
     request.header.set(SESSION_METADATA, sessionId);
@@ -113,12 +128,16 @@ export class MemsvcClient {
   readonly memory: Client<typeof MemoryService>;
   /** The generated ErrorMemoryService client. */
   readonly errors: Client<typeof ErrorMemoryService>;
+  /** The generated FitService client. */
+  readonly fit: Client<typeof FitService>;
   private readonly sessions: Http2SessionManager;
+  private readonly timeoutMs: number;
 
   constructor(target: string, options: ClientOptions = {}) {
     const tls = options.tls === true ? {} : options.tls || undefined;
     const endpoint = parseTarget(target, tls !== undefined);
     this.sessions = sessionManager(endpoint, tls);
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const interceptors: Interceptor[] = [sessionHeader];
     if (options.retry !== false) {
       interceptors.push(retrying(options.retry ?? DEFAULT_RETRY));
@@ -133,11 +152,12 @@ export class MemsvcClient {
     const transport = createGrpcTransport({
       baseUrl: endpoint.baseUrl,
       sessionManager: this.sessions,
-      defaultTimeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      defaultTimeoutMs: this.timeoutMs,
       interceptors,
     });
     this.memory = createClient(MemoryService, transport);
     this.errors = createClient(ErrorMemoryService, transport);
+    this.fit = createClient(FitService, transport);
   }
 
   /** Closes the connection; calls after this reconnect. */
@@ -200,6 +220,42 @@ export class MemsvcClient {
   listSessions(options: Call & { pageSize?: number; pageToken?: string } = {}): Promise<ListSessionsResponse> {
     const [call, page] = split(options);
     return this.call((o) => this.memory.listSessions(page, o), call);
+  }
+
+  /** One page of every message the session stores (archive and history.json), with payloads;
+   * `newestFirst` pages from the newest back (each page still oldest first). */
+  listMessages(sessionId: string,
+    options: Call & { pageSize?: number; pageToken?: string; newestFirst?: boolean } = {}):
+    Promise<ListMessagesResponse> {
+    const [call, page] = split(options);
+    return this.call((o) => this.memory.listMessages({ ...page, sessionId }, o), call);
+  }
+
+  /** Deletes the messages with these ids, or the newest `last`, from every store; returns them.
+   * Retried only with ids (a retry then deletes nothing more), unless `retry` says otherwise. */
+  deleteMessages(sessionId: string, target: { ids?: readonly bigint[]; last?: number },
+    options: Call = {}): Promise<DeleteMessagesResponse> {
+    const ids = [...(target.ids ?? [])];
+    return this.call((o) => this.memory.deleteMessages({ sessionId, ids, last: target.last ?? 0 }, o), options);
+  }
+
+  // -- FitService ------------------------------------------------------------
+
+  /**
+   * A run's messages fitted to `model`'s window, before calling it: each returned message is JSON
+   * text (`JSON.parse` it), byte for byte as sent when no stage changed it. The default deadline is
+   * FIT_TIMEOUT_MS (5 min), or the client's when longer. Retried after UNAVAILABLE (the contract
+   * marks it IDEMPOTENT) unless `retry: false`.
+   */
+  fitContext(sessionId: string, vendor: string, model: string, messages: readonly ChatMessage[],
+    options: FitOptions = {}): Promise<FitContextResponse> {
+    const [call, fields] = split(options);
+    const request = {
+      ...fields, sessionId, vendor, model,
+      messages: messages.map((message) => (typeof message === "string" ? message : JSON.stringify(message))),
+    };
+    const timeoutMs = call.timeoutMs ?? Math.max(this.timeoutMs, FIT_TIMEOUT_MS);
+    return this.call((o) => this.fit.fitContext(request, o), { ...call, timeoutMs });
   }
 
   // -- ErrorMemoryService ----------------------------------------------------

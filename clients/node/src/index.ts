@@ -4,7 +4,8 @@
  * behaviour of its own.
  */
 export {
-  type Call, type ClientOptions, DEFAULT_TIMEOUT_MS, MemsvcClient, type MessageLike, SESSION_METADATA,
+  type Call, type ChatMessage, type ClientOptions, DEFAULT_TIMEOUT_MS, FIT_TIMEOUT_MS, type FitOptions, MemsvcClient,
+  type MessageLike, SESSION_METADATA,
 } from "./client.js";
 export { enumLabel, type Name } from "./convert.js";
 export {
@@ -17,4 +18,5 @@ export { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 export type { TlsOptions } from "./target.js";
 export { Code } from "@connectrpc/connect";
 export * from "./gen/memsvc/v1/error_memory_pb.js";
+export * from "./gen/memsvc/v1/fit_pb.js";
 export * from "./gen/memsvc/v1/memory_pb.js";

@@ -1,7 +1,7 @@
 /**
  * Retries as the contract allows them: an interceptor that calls again, after UNAVAILABLE only,
- * the RPCs whose `idempotency_level` is set (Append only with an idempotency key; any RPC the
- * caller asks for by `retry: true`), with capped exponential backoff and full jitter, all within
+ * the RPCs whose `idempotency_level` is set (Append only with an idempotency key, DeleteMessages only
+ * with ids; any RPC the caller asks for by `retry: true`), with capped exponential backoff and full jitter, all within
  * the call's one deadline. Must never decide anything about requests or results.
  */
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
@@ -24,9 +24,10 @@ export const RETRY = createContextKey<boolean | undefined>(undefined);
 export function retrying(policy: RetryPolicy): Interceptor {
   return (next) => async (request) => {
     const asked = request.contextValues.get(RETRY);
-    const idempotencyKey = (request.message as { idempotencyKey?: unknown }).idempotencyKey;
+    const { idempotencyKey, ids } = request.message as { idempotencyKey?: unknown; ids?: unknown };
     const safe = asked ?? (request.method.idempotency !== MethodOptions_IdempotencyLevel.IDEMPOTENCY_UNKNOWN ||
-      (request.method.name === "Append" && typeof idempotencyKey === "string" && idempotencyKey !== ""));
+      (request.method.name === "Append" && typeof idempotencyKey === "string" && idempotencyKey !== "") ||
+      (request.method.name === "DeleteMessages" && Array.isArray(ids) && ids.length > 0));
     for (let attempt = 1; ; attempt++) {
       try {
         return await next(request);

@@ -1,13 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { Code, MemsvcClient, MemsvcError, Role } from "../src/index.js";
+import { Code, MemsvcClient, Role } from "../src/index.js";
+import { rejection } from "./rejection.js";
 import { type Server, startServer } from "./server.js";
-
-async function rejection(promise: Promise<unknown>): Promise<MemsvcError> {
-  const error = await promise.then(() => undefined, (caught: unknown) => caught);
-  assert.ok(error instanceof MemsvcError, `expected a MemsvcError, got ${String(error)}`);
-  return error;
-}
 
 describe("MemsvcClient against a real memsvc server", () => {
   let server: Server;

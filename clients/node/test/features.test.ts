@@ -1,19 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
-  FailedPreconditionError, InvalidArgumentError, Match, MemsvcClient, MemsvcError, NotFoundError, Role,
+  FailedPreconditionError, InvalidArgumentError, Match, MemsvcClient, NotFoundError, Role,
   SESSION_METADATA, UnavailableError,
 } from "../src/index.js";
+import { rejection } from "./rejection.js";
 import { type Server, startProxy, startServer } from "./server.js";
 
 const QUICK = { attempts: 4, initialBackoffMs: 10, maxBackoffMs: 50, multiplier: 2 };
-
-async function rejection<E extends MemsvcError>(promise: Promise<unknown>, Class: new (...a: never[]) => E):
-  Promise<E> {
-  const error = await promise.then(() => undefined, (caught: unknown) => caught);
-  assert.ok(error instanceof Class, `expected a ${Class.name}, got ${String(error)}`);
-  return error;
-}
 
 describe("plain arguments, error classes and retries against a real server", () => {
   let server: Server;
@@ -56,6 +50,29 @@ describe("plain arguments, error classes and retries against a real server", () 
     assert.deepEqual(around.hits.map((hit) => [hit.isContext, hit.run]), [[true, 1], [true, 1], [false, 1]]);
   });
 
+  it("keeps system and tool roles and payloads exactly, pages through messages and deletes them", async () => {
+    const payload = '{"tool_calls": [{"id": "call_1", "args": {"city": "Z\\u00fcrich"}}]}';
+    await memory.append("framework", [["system", "Be brief."], ["user", "Weather in Zurich?"],
+      { role: "assistant", content: "get_weather(Zurich)", payloadJson: payload },
+      { role: Role.TOOL, content: "sunny", payloadJson: '"sunny"' }]);
+    const first = await memory.listMessages("framework", { pageSize: 3 });
+    assert.deepEqual(first.messages.map((m) => m.role), [Role.SYSTEM, Role.USER, Role.ASSISTANT]);
+    assert.equal(first.messages[2].payloadJson, payload);
+    const rest = await memory.listMessages("framework", { pageToken: first.nextPageToken });
+    assert.deepEqual(rest.messages.map((m) => [m.role, m.payloadJson]), [[Role.TOOL, '"sunny"']]);
+    assert.equal(rest.nextPageToken, "");
+    const newest = await memory.listMessages("framework", { pageSize: 1, newestFirst: true });
+    assert.equal(newest.messages[0].content, "sunny");
+    const popped = await memory.deleteMessages("framework", { last: 1 });
+    assert.deepEqual(popped.messages.map((m) => m.content), ["sunny"]);
+    const byId = await memory.deleteMessages("framework", { ids: [1n, 99n] });
+    assert.deepEqual(byId.messages.map((m) => m.content), ["Be brief."]);
+    assert.equal(byId.deleted?.historyMessages, 1);
+    assert.deepEqual((await memory.listMessages("framework")).messages.map((m) => m.id), [2n, 3n]);
+    const both = await rejection(memory.deleteMessages("framework", { ids: [2n], last: 1 }), InvalidArgumentError);
+    assert.equal(both.reason, "DELETE_TARGET_AMBIGUOUS");
+  });
+
   it("throws one error class per status code, with the stable reason", async () => {
     const invalid = await rejection(memory.append("bad id!", [["user", "x"]]), InvalidArgumentError);
     assert.equal(invalid.reason, "INVALID_SESSION_ID");
@@ -70,13 +87,15 @@ describe("plain arguments, error classes and retries against a real server", () 
   it("retries the RPCs the contract marks safe after UNAVAILABLE, Append only with a key", async () => {
     await memory.append("retry", [["user", "hello"]]);
     const proxy = await startProxy(server.tcp, "GetContext=UNAVAILABLE:2", "Append=UNAVAILABLE:2",
-      "Summarize=UNAVAILABLE:1");
+      "Summarize=UNAVAILABLE:1", "DeleteMessages=UNAVAILABLE:2");
     const client = new MemsvcClient(proxy.target, { retry: QUICK });
     try {
       assert.equal((await client.getContext("retry")).window.length, 1);
       await rejection(client.append("retry", [["user", "no key"]]), UnavailableError);
       await client.append("retry", [["user", "keyed"]], { idempotencyKey: "k1" });
       await rejection(client.summarize("retry"), UnavailableError);
+      await rejection(client.deleteMessages("retry", { last: 1 }), UnavailableError);
+      await client.deleteMessages("retry", { ids: [2n] });
     } finally {
       client.close();
     }
@@ -84,7 +103,8 @@ describe("plain arguments, error classes and retries against a real server", () 
     assert.equal(calls.filter((name) => name === "GetContext").length, 3);
     assert.equal(calls.filter((name) => name === "Append").length, 3, "one without a key, two with");
     assert.equal(calls.filter((name) => name === "Summarize").length, 1);
-    assert.deepEqual((await memory.getContext("retry")).window.map((m) => m.content), ["hello", "keyed"]);
+    assert.equal(calls.filter((name) => name === "DeleteMessages").length, 3, "one by last, two by ids");
+    assert.deepEqual((await memory.getContext("retry")).window.map((m) => m.content), ["hello"]);
   });
 
   it("sends no retry when retries are off, and names the session on per-session calls", async () => {

@@ -83,10 +83,17 @@ function stop(child: ChildProcess): Promise<void> {
   });
 }
 
+/** One call the proxy saw: its path, request metadata, and the seconds left of its deadline on arrival. */
+export interface ProxiedCall {
+  method: string;
+  metadata: Record<string, string>;
+  deadline_seconds: number | null;
+}
+
 export interface Proxy {
   target: string;
   /** Stops the proxy and returns the calls it saw, in order. */
-  stop(): Promise<{ method: string; metadata: Record<string, string> }[]>;
+  stop(): Promise<ProxiedCall[]>;
 }
 
 /**
@@ -109,8 +116,7 @@ export async function startProxy(upstream: string, ...fail: string[]): Promise<P
     target,
     stop: async () => {
       await stop(child);
-      return lines.map(parse).filter((entry) => entry?.method !== undefined) as
-        { method: string; metadata: Record<string, string> }[];
+      return lines.map(parse).filter((entry) => entry?.method !== undefined) as unknown as ProxiedCall[];
     },
   };
 }

@@ -132,6 +132,8 @@ func (s *Server) Stop() {
 type Call struct {
 	Method   string            `json:"method"`
 	Metadata map[string]string `json:"metadata"`
+	// DeadlineSeconds is what was left of the caller's deadline on arrival; nil without one.
+	DeadlineSeconds *float64 `json:"deadline_seconds"`
 }
 
 // Proxy is the repo's recording gRPC proxy (tests/support/grpc_proxy.py) in front of a server.

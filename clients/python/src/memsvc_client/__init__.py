@@ -8,7 +8,7 @@ from importlib.metadata import version
 
 from memsvc_client.aio import AsyncClient
 from memsvc_client.client import Client
-from memsvc_client.connection import DEFAULT_TIMEOUT, MessageLike
+from memsvc_client.connection import DEFAULT_TIMEOUT, FIT_TIMEOUT, ChatMessage, MessageLike
 from memsvc_client.errors import (
     AbortedError,
     AlreadyExistsError,
@@ -34,10 +34,14 @@ from memsvc_client.results import (
     CurrentDiscussion,
     Deleted,
     DeleteErrorResponse,
+    DeleteMessagesResponse,
     ErrorRecord,
+    FitContextResponse,
+    FitStageReport,
     GetContextResponse,
     GetSummaryResponse,
     ListErrorsResponse,
+    ListMessagesResponse,
     ListSessionsResponse,
     LookupErrorsResponse,
     Message,
@@ -60,13 +64,14 @@ __version__ = version("memsvc-client")
 """The contract version (proto/VERSION) this client speaks."""
 
 __all__ = [
-    "DEFAULT_RETRY", "DEFAULT_TIMEOUT", "SESSION_METADATA", "AbortedError", "AlreadyExistsError", "AppendResponse",
-    "AsyncClient", "CallCancelledError", "Client", "CompactResponse", "CurrentDiscussion", "DataLossError",
-    "DeadlineExceededError", "DeleteErrorResponse", "Deleted", "ErrorRecord", "FailedPreconditionError",
+    "DEFAULT_RETRY", "DEFAULT_TIMEOUT", "FIT_TIMEOUT", "SESSION_METADATA", "AbortedError", "AlreadyExistsError",
+    "AppendResponse", "AsyncClient", "CallCancelledError", "ChatMessage", "Client", "CompactResponse",
+    "CurrentDiscussion", "DataLossError", "DeadlineExceededError", "DeleteErrorResponse", "DeleteMessagesResponse",
+    "Deleted", "ErrorRecord", "FailedPreconditionError", "FitContextResponse", "FitStageReport",
     "GetContextResponse", "GetSummaryResponse", "InternalError", "InvalidArgumentError", "ListErrorsResponse",
-    "ListSessionsResponse", "LookupErrorsResponse", "MemsvcError", "Message", "MessageLike", "NotFoundError",
-    "OutOfRangeError", "PastDiscussion", "PermissionDeniedError", "RecordErrorResponse", "RemoveSessionResponse",
-    "ResetResponse", "ResourceExhaustedError", "RetryPolicy", "SearchErrorsResponse", "SearchHit", "SearchResponse",
-    "SessionInfo", "SummarizeResponse", "Summary", "UnauthenticatedError", "UnavailableError", "UnimplementedError",
-    "UnknownError", "UpdateErrorActionResponse", "__version__",
+    "ListMessagesResponse", "ListSessionsResponse", "LookupErrorsResponse", "MemsvcError", "Message", "MessageLike",
+    "NotFoundError", "OutOfRangeError", "PastDiscussion", "PermissionDeniedError", "RecordErrorResponse",
+    "RemoveSessionResponse", "ResetResponse", "ResourceExhaustedError", "RetryPolicy", "SearchErrorsResponse",
+    "SearchHit", "SearchResponse", "SessionInfo", "SummarizeResponse", "Summary", "UnauthenticatedError",
+    "UnavailableError", "UnimplementedError", "UnknownError", "UpdateErrorActionResponse", "__version__",
 ]

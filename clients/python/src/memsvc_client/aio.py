@@ -19,7 +19,7 @@ import grpc
 from grpc import aio
 
 from memsvc_client import results as r
-from memsvc_client.connection import Connection, MessageLike, messages_fields
+from memsvc_client.connection import FIT_TIMEOUT, ChatMessage, Connection, MessageLike, fit_fields, messages_fields
 from memsvc_client.convert import from_proto
 from memsvc_client.errors import from_rpc_error
 
@@ -91,6 +91,28 @@ class AsyncClient(Connection):
                             timeout: float | None = None) -> r.ListSessionsResponse:
         return await self._call("ListSessions", {"page_size": page_size, "page_token": page_token,
                                                  "session_id_contains": session_id_contains}, timeout)
+
+    async def list_messages(self, session_id: str, *, page_size: int = 0, page_token: str = "",
+                            newest_first: bool = False, timeout: float | None = None) -> r.ListMessagesResponse:
+        return await self._call("ListMessages", {"session_id": session_id, "page_size": page_size,
+                                                 "page_token": page_token, "newest_first": newest_first}, timeout)
+
+    async def delete_messages(self, session_id: str, ids: Iterable[int] = (), *, last: int = 0,
+                              timeout: float | None = None, retry: bool | None = None) -> r.DeleteMessagesResponse:
+        ids = list(ids)
+        return await self._call("DeleteMessages", {"session_id": session_id, "ids": ids, "last": last}, timeout,
+                                bool(ids) if retry is None else retry)
+
+    # -- FitService ----------------------------------------------------------
+
+    async def fit_context(self, session_id: str, vendor: str, model: str, messages: Iterable[ChatMessage], *,
+                          overflow: bool = False, previous_model: str = "", context_window: int = 0,
+                          reserved_tokens: int = 0, timeout: float | None = None,
+                          retry: bool | None = None) -> r.FitContextResponse:
+        options = {"overflow": overflow, "previous_model": previous_model, "context_window": context_window,
+                   "reserved_tokens": reserved_tokens}
+        return await self._call("FitContext", fit_fields(session_id, vendor, model, messages, options),
+                                timeout or max(self.timeout, FIT_TIMEOUT), retry)
 
     # -- ErrorMemoryService --------------------------------------------------
 

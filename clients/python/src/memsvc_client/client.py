@@ -19,7 +19,7 @@ from typing import Any, Self
 import grpc
 
 from memsvc_client import results as r
-from memsvc_client.connection import Connection, MessageLike, messages_fields
+from memsvc_client.connection import FIT_TIMEOUT, ChatMessage, Connection, MessageLike, fit_fields, messages_fields
 from memsvc_client.convert import from_proto
 from memsvc_client.errors import from_rpc_error
 
@@ -99,6 +99,38 @@ class Client(Connection):
                       timeout: float | None = None) -> r.ListSessionsResponse:
         return self._call("ListSessions", {"page_size": page_size, "page_token": page_token,
                                                      "session_id_contains": session_id_contains}, timeout)
+
+    def list_messages(self, session_id: str, *, page_size: int = 0, page_token: str = "",
+                      newest_first: bool = False, timeout: float | None = None) -> r.ListMessagesResponse:
+        """One page of every message the session stores (archive and history.json), with payloads;
+        `newest_first` pages from the newest back (each page still oldest first)."""
+        return self._call("ListMessages", {"session_id": session_id, "page_size": page_size,
+                                           "page_token": page_token, "newest_first": newest_first}, timeout)
+
+    def delete_messages(self, session_id: str, ids: Iterable[int] = (), *, last: int = 0,
+                        timeout: float | None = None, retry: bool | None = None) -> r.DeleteMessagesResponse:
+        """Delete the messages with these ids, or the newest `last`, from every store; returns them.
+        Retried only with `ids` (a retry then deletes nothing more), unless `retry` says otherwise."""
+        ids = list(ids)
+        return self._call("DeleteMessages", {"session_id": session_id, "ids": ids, "last": last}, timeout,
+                          bool(ids) if retry is None else retry)
+
+    # -- FitService ----------------------------------------------------------
+
+    def fit_context(self, session_id: str, vendor: str, model: str, messages: Iterable[ChatMessage], *,
+                    overflow: bool = False, previous_model: str = "", context_window: int = 0,
+                    reserved_tokens: int = 0, timeout: float | None = None,
+                    retry: bool | None = None) -> r.FitContextResponse:
+        """A run's messages (chat-completions dicts, or their JSON) fitted to `model`'s window, before
+        calling it. The reply's `messages` are JSON strings: `[json.loads(m) for m in reply.messages]`.
+        `overflow=True` after the provider answered with a context-length error; `previous_model` once,
+        after switching models. The stages may call the summary model, so the default deadline is
+        FIT_TIMEOUT (300 s), or the client's when longer. Retried after UNAVAILABLE: the contract marks
+        it IDEMPOTENT (a repeat may cost the summary model's calls again, never a message)."""
+        options = {"overflow": overflow, "previous_model": previous_model, "context_window": context_window,
+                   "reserved_tokens": reserved_tokens}
+        return self._call("FitContext", fit_fields(session_id, vendor, model, messages, options),
+                          timeout or max(self.timeout, FIT_TIMEOUT), retry)
 
     # -- ErrorMemoryService --------------------------------------------------
 

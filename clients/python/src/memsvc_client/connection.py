@@ -8,6 +8,7 @@ Must never wait or retry itself: `client` and `aio` run the plan.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from memsvc_client.rpcs import RPCS, SESSION_METADATA, Rpc
 DEFAULT_TIMEOUT = 10.0
 """Seconds a call may take, all its attempts included, unless the client or the call says otherwise."""
 
+FIT_TIMEOUT = 300.0
+"""FitContext's default deadline (or the client's, when longer): its stages may wait for the summary model."""
+
 MessageLike = tuple[str, str] | Mapping[str, Any] | results.Message | ProtoMessage
 """A message to append: ("user", "hello"), {"role": "assistant", "content": "hi", "sender": "bot"},
 a `Message` read back from memsvc, or a generated `memory_pb2.Message`."""
@@ -41,6 +45,22 @@ def messages_fields(messages: Iterable[MessageLike]) -> list[object]:
     if isinstance(messages, tuple) and len(messages) == 2 and all(isinstance(part, str) for part in messages):
         raise TypeError("messages is a list of (role, content) pairs: wrap a single pair in a list")
     return [message_fields(item) for item in messages]
+
+
+ChatMessage = Mapping[str, Any] | str
+"""A run's message for `fit_context`: an OpenAI chat-completions message as a dict, or its JSON text."""
+
+
+def chat_messages(messages: Iterable[ChatMessage]) -> list[str]:
+    if isinstance(messages, str | Mapping):
+        raise TypeError("messages is a list of chat messages: wrap a single message in a list")
+    return [item if isinstance(item, str) else json.dumps(item, ensure_ascii=False) for item in messages]
+
+
+def fit_fields(session_id: str, vendor: str, model: str, messages: Iterable[ChatMessage],
+               options: Mapping[str, Any]) -> dict[str, Any]:
+    return {"session_id": session_id, "vendor": vendor, "model": model, "messages": chat_messages(messages),
+            **options}
 
 
 @dataclass(frozen=True)

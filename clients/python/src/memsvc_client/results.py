@@ -22,6 +22,7 @@ class Message:
     sender: str = ""
     send_at_unix_nano: int = 0
     embedding: list[float] = field(default_factory=list)
+    payload_json: str = ""
 
 
 @_result
@@ -128,6 +129,18 @@ class ListSessionsResponse:
 
 
 @_result
+class ListMessagesResponse:
+    messages: list[Message] = field(default_factory=list)
+    next_page_token: str = ""
+
+
+@_result
+class DeleteMessagesResponse:
+    messages: list[Message] = field(default_factory=list)
+    deleted: Deleted | None = None
+
+
+@_result
 class ErrorRecord:
     """One stored lesson of error memory."""
 
@@ -178,3 +191,38 @@ class UpdateErrorActionResponse:
 @_result
 class DeleteErrorResponse:
     record: ErrorRecord | None = None
+
+
+@_result
+class FitStageReport:
+    """What one stage of FitContext did: `stage` ("check_threshold", "extract_old_histories",
+    "tool_history", "trim_fallback", "raw_tool_fallback") and `outcome` ("compacted", "unchanged",
+    "skipped", "failed"), with a stable `reason` for the last two."""
+
+    stage: str = ""
+    outcome: str = ""
+    reason: str = ""
+    detail: str = ""
+    messages_removed: int = 0
+    tokens_after: int = 0
+
+
+@_result
+class FitContextResponse:
+    """A run fitted to its model's window: `messages` are the JSON strings to send (those no stage
+    changed come back byte for byte); `window_source` is "shipped", "fetched", "endpoint",
+    "fallback" or "request"; `counting` "exact" or "estimate"."""
+
+    messages: list[str] = field(default_factory=list)
+    context_window: int = 0
+    window_source: str = ""
+    window_entry: str = ""
+    budget_tokens: int = 0
+    target_tokens: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    counting: str = ""
+    tokenizer: str = ""
+    stages: list[FitStageReport] = field(default_factory=list)
+    fits: bool = False
+    changed: bool = False

@@ -15,7 +15,7 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import Message as ProtoMessage
 
 from memsvc_client import results
-from memsvc_client.v1 import error_memory_pb2, memory_pb2
+from memsvc_client.v1 import error_memory_pb2, fit_pb2, memory_pb2
 
 SESSION_METADATA = "memsvc-session"
 """Request metadata naming the session a call acts on: a proxy in front of shards routes by it."""
@@ -48,9 +48,11 @@ def _rpc(service: ServiceDescriptor, method: MethodDescriptor, per_session_servi
 
 def _all() -> dict[str, Rpc]:
     table = {}
-    # MemoryService's session_id names the session acted on; RecordError's is only provenance.
+    # MemoryService's and FitService's session_id names the session acted on (FitContext may change its
+    # summary); RecordError's is only provenance.
     for service, per_session in ((memory_pb2.DESCRIPTOR.services_by_name["MemoryService"], True),
-                                 (error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"], False)):
+                                 (error_memory_pb2.DESCRIPTOR.services_by_name["ErrorMemoryService"], False),
+                                 (fit_pb2.DESCRIPTOR.services_by_name["FitService"], True)):
         for method in service.methods:
             table[method.name] = _rpc(service, method, per_session)
     return table

@@ -12,6 +12,8 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_UNSPECIFIED: _ClassVar[Role]
     ROLE_USER: _ClassVar[Role]
     ROLE_ASSISTANT: _ClassVar[Role]
+    ROLE_SYSTEM: _ClassVar[Role]
+    ROLE_TOOL: _ClassVar[Role]
 
 class Match(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -43,6 +45,8 @@ class ResetMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
 ROLE_ASSISTANT: Role
+ROLE_SYSTEM: Role
+ROLE_TOOL: Role
 MATCH_UNSPECIFIED: Match
 MATCH_SEMANTIC: Match
 MATCH_KEYWORD: Match
@@ -61,20 +65,22 @@ RESET_MODE_SUMMARY: ResetMode
 RESET_MODE_ALL: ResetMode
 
 class Message(_message.Message):
-    __slots__ = ("id", "role", "content", "sender", "send_at_unix_nano", "embedding")
+    __slots__ = ("id", "role", "content", "sender", "send_at_unix_nano", "embedding", "payload_json")
     ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     SEND_AT_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     id: int
     role: Role
     content: str
     sender: str
     send_at_unix_nano: int
     embedding: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, id: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., sender: _Optional[str] = ..., send_at_unix_nano: _Optional[int] = ..., embedding: _Optional[_Iterable[float]] = ...) -> None: ...
+    payload_json: str
+    def __init__(self, id: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., sender: _Optional[str] = ..., send_at_unix_nano: _Optional[int] = ..., embedding: _Optional[_Iterable[float]] = ..., payload_json: _Optional[str] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
     __slots__ = ("session_id", "messages", "idempotency_key")
@@ -307,3 +313,41 @@ class SessionInfo(_message.Message):
     last_append_unix_nano: int
     has_summary: bool
     def __init__(self, session_id: _Optional[str] = ..., message_count: _Optional[int] = ..., history_bytes: _Optional[int] = ..., last_append_unix_nano: _Optional[int] = ..., has_summary: _Optional[bool] = ...) -> None: ...
+
+class ListMessagesRequest(_message.Message):
+    __slots__ = ("session_id", "page_size", "page_token", "newest_first")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    page_size: int
+    page_token: str
+    newest_first: bool
+    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., newest_first: _Optional[bool] = ...) -> None: ...
+
+class ListMessagesResponse(_message.Message):
+    __slots__ = ("messages", "next_page_token")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    next_page_token: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteMessagesRequest(_message.Message):
+    __slots__ = ("session_id", "ids", "last")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    last: int
+    def __init__(self, session_id: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., last: _Optional[int] = ...) -> None: ...
+
+class DeleteMessagesResponse(_message.Message):
+    __slots__ = ("messages", "deleted")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    deleted: Deleted
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., deleted: _Optional[_Union[Deleted, _Mapping]] = ...) -> None: ...

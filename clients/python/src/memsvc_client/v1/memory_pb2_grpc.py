@@ -91,6 +91,16 @@ class MemoryServiceStub:
                 request_serializer=memsvc_dot_v1_dot_memory__pb2.ListSessionsRequest.SerializeToString,
                 response_deserializer=memsvc_dot_v1_dot_memory__pb2.ListSessionsResponse.FromString,
                 _registered_method=True)
+        self.ListMessages = channel.unary_unary(
+                '/memsvc.v1.MemoryService/ListMessages',
+                request_serializer=memsvc_dot_v1_dot_memory__pb2.ListMessagesRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_memory__pb2.ListMessagesResponse.FromString,
+                _registered_method=True)
+        self.DeleteMessages = channel.unary_unary(
+                '/memsvc.v1.MemoryService/DeleteMessages',
+                request_serializer=memsvc_dot_v1_dot_memory__pb2.DeleteMessagesRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_memory__pb2.DeleteMessagesResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -178,6 +188,27 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMessages(self, request, context):
+        """ListMessages reads every message a session still stores, in id order,
+        across the archive and history.json, each with its payload_json: the
+        whole conversation a framework adapter reads back, not only the window.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMessages(self, request, context):
+        """DeleteMessages deletes the given messages, or the newest ones, from
+        every store as Reset does (history.json, the archive and the vectors),
+        as one step: interrupted, it is completed before the server serves
+        again. Ids are never reused after it; the rolling summary and its
+        cursor are kept. Retried by clients only when ids are given: a second
+        call deletes nothing more, while a repeated `last` would delete more.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -225,6 +256,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListSessions,
                     request_deserializer=memsvc_dot_v1_dot_memory__pb2.ListSessionsRequest.FromString,
                     response_serializer=memsvc_dot_v1_dot_memory__pb2.ListSessionsResponse.SerializeToString,
+            ),
+            'ListMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMessages,
+                    request_deserializer=memsvc_dot_v1_dot_memory__pb2.ListMessagesRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_memory__pb2.ListMessagesResponse.SerializeToString,
+            ),
+            'DeleteMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMessages,
+                    request_deserializer=memsvc_dot_v1_dot_memory__pb2.DeleteMessagesRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_memory__pb2.DeleteMessagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -482,6 +523,60 @@ class MemoryService:
             '/memsvc.v1.MemoryService/ListSessions',
             memsvc_dot_v1_dot_memory__pb2.ListSessionsRequest.SerializeToString,
             memsvc_dot_v1_dot_memory__pb2.ListSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.MemoryService/ListMessages',
+            memsvc_dot_v1_dot_memory__pb2.ListMessagesRequest.SerializeToString,
+            memsvc_dot_v1_dot_memory__pb2.ListMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.MemoryService/DeleteMessages',
+            memsvc_dot_v1_dot_memory__pb2.DeleteMessagesRequest.SerializeToString,
+            memsvc_dot_v1_dot_memory__pb2.DeleteMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -10,7 +10,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/memory.proto.
  */
 export const file_memsvc_v1_memory: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEigwEKB01lc3NhZ2USCgoCaWQYASABKAQSHQoEcm9sZRgCIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSDgoGc2VuZGVyGAQgASgJEhkKEXNlbmRfYXRfdW5peF9uYW5vGAUgASgDEhEKCWVtYmVkZGluZxgGIAMoAiJiCg1BcHBlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSJAoIbWVzc2FnZXMYAiADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiSAoOQXBwZW5kUmVzcG9uc2USJAoIbWVzc2FnZXMYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIQCghyZXBsYXllZBgCIAEoCCI9ChFHZXRDb250ZXh0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlcXVlc3RfdGV4dBgCIAEoCSKHAQoSR2V0Q29udGV4dFJlc3BvbnNlEiIKBndpbmRvdxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEigKDHR1cm5fY29udGV4dBgCIAEoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB3N1bW1hcnkYAyABKAsyEi5tZW1zdmMudjEuU3VtbWFyeSKdAQoHU3VtbWFyeRIVCg1rZXlfZGVjaXNpb25zGAEgAygJEjMKEHBhc3RfZGlzY3Vzc2lvbnMYAiADKAsyGS5tZW1zdmMudjEuUGFzdERpc2N1c3Npb24SOAoSY3VycmVudF9kaXNjdXNzaW9uGAMgASgLMhwubWVtc3ZjLnYxLkN1cnJlbnREaXNjdXNzaW9uEgwKBGpzb24YBCABKAkiXwoOUGFzdERpc2N1c3Npb24SDQoFdG9waWMYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEQoJZGlyZWN0aW9uGAMgASgJEhYKDmxhc3RfZGlzY3Vzc2VkGAQgASgJImAKEUN1cnJlbnREaXNjdXNzaW9uEg0KBXRvcGljGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhQKDHBlcnNwZWN0aXZlcxgDIAEoCRIRCglkaXJlY3Rpb24YBCABKAkioAIKDVNlYXJjaFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVxdWVyeRgCIAEoCRIfCgVtYXRjaBgDIAEoDjIQLm1lbXN2Yy52MS5NYXRjaBINCgVsaW1pdBgEIAEoDRIoCgp0aW1lX3JhbmdlGAUgASgOMhQubWVtc3ZjLnYxLlRpbWVSYW5nZRIXCg9zaW5jZV91bml4X25hbm8YBiABKAMSFwoPdW50aWxfdW5peF9uYW5vGAcgASgDEhYKDmluY2x1ZGVfd2luZG93GAggASgIEhcKD3F1ZXJ5X2VtYmVkZGluZxgJIAMoAhIZChFyZXF1aXJlX2FsbF93b3JkcxgKIAEoCBIUCgx3aXRoX2NvbnRleHQYCyABKAgiSAoOU2VhcmNoUmVzcG9uc2USIgoEaGl0cxgBIAMoCzIULm1lbXN2Yy52MS5TZWFyY2hIaXQSEgoKdW5zZWFyY2hlZBgCIAEoDSKDAQoJU2VhcmNoSGl0EiMKB21lc3NhZ2UYASABKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIhCgZzb3VyY2UYAiABKA4yES5tZW1zdmMudjEuU291cmNlEg0KBXNjb3JlGAMgASgCEhIKCmlzX2NvbnRleHQYBCABKAgSCwoDcnVuGAUgASgNIiQKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPgoPQ29tcGFjdFJlc3BvbnNlEg8KB3JlbW92ZWQYASABKA0SGgoSc3RhcnRfYXRfdW5peF9uYW5vGAIgASgDIiYKEFN1bW1hcml6ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJHChFTdW1tYXJpemVSZXNwb25zZRINCgVjb3VudBgBIAEoDRIjCgdzdW1tYXJ5GAIgASgLMhIubWVtc3ZjLnYxLlN1bW1hcnkiJwoRR2V0U3VtbWFyeVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJTChJHZXRTdW1tYXJ5UmVzcG9uc2USIwoHc3VtbWFyeRgBIAEoCzISLm1lbXN2Yy52MS5TdW1tYXJ5EhgKEGN1cnNvcl91bml4X25hbm8YAiABKAMiRgoMUmVzZXRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSIgoEbW9kZRgCIAEoDjIULm1lbXN2Yy52MS5SZXNldE1vZGUiNAoNUmVzZXRSZXNwb25zZRIjCgdkZWxldGVkGAEgASgLMhIubWVtc3ZjLnYxLkRlbGV0ZWQiKgoUUmVtb3ZlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI8ChVSZW1vdmVTZXNzaW9uUmVzcG9uc2USIwoHZGVsZXRlZBgBIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkImAKB0RlbGV0ZWQSGAoQaGlzdG9yeV9tZXNzYWdlcxgBIAEoDRIZChFhcmNoaXZlZF9tZXNzYWdlcxgCIAEoDRIPCgd2ZWN0b3JzGAMgASgNEg8KB3N1bW1hcnkYBCABKAgiWQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRIbChNzZXNzaW9uX2lkX2NvbnRhaW5zGAMgASgJIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYubWVtc3ZjLnYxLlNlc3Npb25JbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKDAQoLU2Vzc2lvbkluZm8SEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1tZXNzYWdlX2NvdW50GAIgASgNEhUKDWhpc3RvcnlfYnl0ZXMYAyABKAQSHQoVbGFzdF9hcHBlbmRfdW5peF9uYW5vGAQgASgDEhMKC2hhc19zdW1tYXJ5GAUgASgIKj8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAIqVwoFTWF0Y2gSFQoRTUFUQ0hfVU5TUEVDSUZJRUQQABISCg5NQVRDSF9TRU1BTlRJQxABEhEKDU1BVENIX0tFWVdPUkQQAhIQCgxNQVRDSF9IWUJSSUQQAyqPAQoJVGltZVJhbmdlEhoKFlRJTUVfUkFOR0VfVU5TUEVDSUZJRUQQABISCg5USU1FX1JBTkdFX0FMTBABEhIKDlRJTUVfUkFOR0VfREFZEAISEwoPVElNRV9SQU5HRV9XRUVLEAMSFAoQVElNRV9SQU5HRV9NT05USBAEEhMKD1RJTUVfUkFOR0VfWUVBUhAFKkcKBlNvdXJjZRIWChJTT1VSQ0VfVU5TUEVDSUZJRUQQABIRCg1TT1VSQ0VfUkVDRU5UEAESEgoOU09VUkNFX0FSQ0hJVkUQAipTCglSZXNldE1vZGUSGgoWUkVTRVRfTU9ERV9VTlNQRUNJRklFRBAAEhYKElJFU0VUX01PREVfU1VNTUFSWRABEhIKDlJFU0VUX01PREVfQUxMEAIysQUKDU1lbW9yeVNlcnZpY2USPQoGQXBwZW5kEhgubWVtc3ZjLnYxLkFwcGVuZFJlcXVlc3QaGS5tZW1zdmMudjEuQXBwZW5kUmVzcG9uc2USTgoKR2V0Q29udGV4dBIcLm1lbXN2Yy52MS5HZXRDb250ZXh0UmVxdWVzdBodLm1lbXN2Yy52MS5HZXRDb250ZXh0UmVzcG9uc2UiA5ACARJCCgZTZWFyY2gSGC5tZW1zdmMudjEuU2VhcmNoUmVxdWVzdBoZLm1lbXN2Yy52MS5TZWFyY2hSZXNwb25zZSIDkAIBEkUKB0NvbXBhY3QSGS5tZW1zdmMudjEuQ29tcGFjdFJlcXVlc3QaGi5tZW1zdmMudjEuQ29tcGFjdFJlc3BvbnNlIgOQAgISRgoJU3VtbWFyaXplEhsubWVtc3ZjLnYxLlN1bW1hcml6ZVJlcXVlc3QaHC5tZW1zdmMudjEuU3VtbWFyaXplUmVzcG9uc2USTgoKR2V0U3VtbWFyeRIcLm1lbXN2Yy52MS5HZXRTdW1tYXJ5UmVxdWVzdBodLm1lbXN2Yy52MS5HZXRTdW1tYXJ5UmVzcG9uc2UiA5ACARI/CgVSZXNldBIXLm1lbXN2Yy52MS5SZXNldFJlcXVlc3QaGC5tZW1zdmMudjEuUmVzZXRSZXNwb25zZSIDkAICElcKDVJlbW92ZVNlc3Npb24SHy5tZW1zdmMudjEuUmVtb3ZlU2Vzc2lvblJlcXVlc3QaIC5tZW1zdmMudjEuUmVtb3ZlU2Vzc2lvblJlc3BvbnNlIgOQAgISVAoMTGlzdFNlc3Npb25zEh4ubWVtc3ZjLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5tZW1zdmMudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiA5ACAUIpWidtZW1zdmMuZGV2L2NsaWVudHMvZ28vbWVtc3ZjdjE7bWVtc3ZjdjFiBnByb3RvMw");
+  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEimQEKB01lc3NhZ2USCgoCaWQYASABKAQSHQoEcm9sZRgCIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSDgoGc2VuZGVyGAQgASgJEhkKEXNlbmRfYXRfdW5peF9uYW5vGAUgASgDEhEKCWVtYmVkZGluZxgGIAMoAhIUCgxwYXlsb2FkX2pzb24YByABKAkiYgoNQXBwZW5kUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIkgKDkFwcGVuZFJlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgiPQoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXF1ZXN0X3RleHQYAiABKAkihwEKEkdldENvbnRleHRSZXNwb25zZRIiCgZ3aW5kb3cYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIoCgx0dXJuX2NvbnRleHQYAiABKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIjCgdzdW1tYXJ5GAMgASgLMhIubWVtc3ZjLnYxLlN1bW1hcnkinQEKB1N1bW1hcnkSFQoNa2V5X2RlY2lzaW9ucxgBIAMoCRIzChBwYXN0X2Rpc2N1c3Npb25zGAIgAygLMhkubWVtc3ZjLnYxLlBhc3REaXNjdXNzaW9uEjgKEmN1cnJlbnRfZGlzY3Vzc2lvbhgDIAEoCzIcLm1lbXN2Yy52MS5DdXJyZW50RGlzY3Vzc2lvbhIMCgRqc29uGAQgASgJIl8KDlBhc3REaXNjdXNzaW9uEg0KBXRvcGljGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRIWCg5sYXN0X2Rpc2N1c3NlZBgEIAEoCSJgChFDdXJyZW50RGlzY3Vzc2lvbhINCgV0b3BpYxgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxwZXJzcGVjdGl2ZXMYAyABKAkSEQoJZGlyZWN0aW9uGAQgASgJIqACCg1TZWFyY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcXVlcnkYAiABKAkSHwoFbWF0Y2gYAyABKA4yEC5tZW1zdmMudjEuTWF0Y2gSDQoFbGltaXQYBCABKA0SKAoKdGltZV9yYW5nZRgFIAEoDjIULm1lbXN2Yy52MS5UaW1lUmFuZ2USFwoPc2luY2VfdW5peF9uYW5vGAYgASgDEhcKD3VudGlsX3VuaXhfbmFubxgHIAEoAxIWCg5pbmNsdWRlX3dpbmRvdxgIIAEoCBIXCg9xdWVyeV9lbWJlZGRpbmcYCSADKAISGQoRcmVxdWlyZV9hbGxfd29yZHMYCiABKAgSFAoMd2l0aF9jb250ZXh0GAsgASgIIkgKDlNlYXJjaFJlc3BvbnNlEiIKBGhpdHMYASADKAsyFC5tZW1zdmMudjEuU2VhcmNoSGl0EhIKCnVuc2VhcmNoZWQYAiABKA0igwEKCVNlYXJjaEhpdBIjCgdtZXNzYWdlGAEgASgLMhIubWVtc3ZjLnYxLk1lc3NhZ2USIQoGc291cmNlGAIgASgOMhEubWVtc3ZjLnYxLlNvdXJjZRINCgVzY29yZRgDIAEoAhISCgppc19jb250ZXh0GAQgASgIEgsKA3J1bhgFIAEoDSIkCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj4KD0NvbXBhY3RSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgNEhoKEnN0YXJ0X2F0X3VuaXhfbmFubxgCIAEoAyImChBTdW1tYXJpemVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRwoRU3VtbWFyaXplUmVzcG9uc2USDQoFY291bnQYASABKA0SIwoHc3VtbWFyeRgCIAEoCzISLm1lbXN2Yy52MS5TdW1tYXJ5IicKEUdldFN1bW1hcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiUwoSR2V0U3VtbWFyeVJlc3BvbnNlEiMKB3N1bW1hcnkYASABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBjdXJzb3JfdW5peF9uYW5vGAIgASgDIkYKDFJlc2V0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiIKBG1vZGUYAiABKA4yFC5tZW1zdmMudjEuUmVzZXRNb2RlIjQKDVJlc2V0UmVzcG9uc2USIwoHZGVsZXRlZBgBIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkIioKFFJlbW92ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPAoVUmVtb3ZlU2Vzc2lvblJlc3BvbnNlEiMKB2RlbGV0ZWQYASABKAsyEi5tZW1zdmMudjEuRGVsZXRlZCJgCgdEZWxldGVkEhgKEGhpc3RvcnlfbWVzc2FnZXMYASABKA0SGQoRYXJjaGl2ZWRfbWVzc2FnZXMYAiABKA0SDwoHdmVjdG9ycxgDIAEoDRIPCgdzdW1tYXJ5GAQgASgIIlkKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSGwoTc2Vzc2lvbl9pZF9jb250YWlucxgDIAEoCSJZChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIoCghzZXNzaW9ucxgBIAMoCzIWLm1lbXN2Yy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigwEKC1Nlc3Npb25JbmZvEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoDRIVCg1oaXN0b3J5X2J5dGVzGAMgASgEEh0KFWxhc3RfYXBwZW5kX3VuaXhfbmFubxgEIAEoAxITCgtoYXNfc3VtbWFyeRgFIAEoCCJmChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkSFAoMbmV3ZXN0X2ZpcnN0GAQgASgIIlUKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkYKFURlbGV0ZU1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgsKA2lkcxgCIAMoBBIMCgRsYXN0GAMgASgNImMKFkRlbGV0ZU1lc3NhZ2VzUmVzcG9uc2USJAoIbWVzc2FnZXMYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIjCgdkZWxldGVkGAIgASgLMhIubWVtc3ZjLnYxLkRlbGV0ZWQqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEKlcKBU1hdGNoEhUKEU1BVENIX1VOU1BFQ0lGSUVEEAASEgoOTUFUQ0hfU0VNQU5USUMQARIRCg1NQVRDSF9LRVlXT1JEEAISEAoMTUFUQ0hfSFlCUklEEAMqjwEKCVRpbWVSYW5nZRIaChZUSU1FX1JBTkdFX1VOU1BFQ0lGSUVEEAASEgoOVElNRV9SQU5HRV9BTEwQARISCg5USU1FX1JBTkdFX0RBWRACEhMKD1RJTUVfUkFOR0VfV0VFSxADEhQKEFRJTUVfUkFOR0VfTU9OVEgQBBITCg9USU1FX1JBTkdFX1lFQVIQBSpHCgZTb3VyY2USFgoSU09VUkNFX1VOU1BFQ0lGSUVEEAASEQoNU09VUkNFX1JFQ0VOVBABEhIKDlNPVVJDRV9BUkNISVZFEAIqUwoJUmVzZXRNb2RlEhoKFlJFU0VUX01PREVfVU5TUEVDSUZJRUQQABIWChJSRVNFVF9NT0RFX1NVTU1BUlkQARISCg5SRVNFVF9NT0RFX0FMTBACMt4GCg1NZW1vcnlTZXJ2aWNlEj0KBkFwcGVuZBIYLm1lbXN2Yy52MS5BcHBlbmRSZXF1ZXN0GhkubWVtc3ZjLnYxLkFwcGVuZFJlc3BvbnNlEk4KCkdldENvbnRleHQSHC5tZW1zdmMudjEuR2V0Q29udGV4dFJlcXVlc3QaHS5tZW1zdmMudjEuR2V0Q29udGV4dFJlc3BvbnNlIgOQAgESQgoGU2VhcmNoEhgubWVtc3ZjLnYxLlNlYXJjaFJlcXVlc3QaGS5tZW1zdmMudjEuU2VhcmNoUmVzcG9uc2UiA5ACARJFCgdDb21wYWN0EhkubWVtc3ZjLnYxLkNvbXBhY3RSZXF1ZXN0GhoubWVtc3ZjLnYxLkNvbXBhY3RSZXNwb25zZSIDkAICEkYKCVN1bW1hcml6ZRIbLm1lbXN2Yy52MS5TdW1tYXJpemVSZXF1ZXN0GhwubWVtc3ZjLnYxLlN1bW1hcml6ZVJlc3BvbnNlEk4KCkdldFN1bW1hcnkSHC5tZW1zdmMudjEuR2V0U3VtbWFyeVJlcXVlc3QaHS5tZW1zdmMudjEuR2V0U3VtbWFyeVJlc3BvbnNlIgOQAgESPwoFUmVzZXQSFy5tZW1zdmMudjEuUmVzZXRSZXF1ZXN0GhgubWVtc3ZjLnYxLlJlc2V0UmVzcG9uc2UiA5ACAhJXCg1SZW1vdmVTZXNzaW9uEh8ubWVtc3ZjLnYxLlJlbW92ZVNlc3Npb25SZXF1ZXN0GiAubWVtc3ZjLnYxLlJlbW92ZVNlc3Npb25SZXNwb25zZSIDkAICElQKDExpc3RTZXNzaW9ucxIeLm1lbXN2Yy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIgOQAgESVAoMTGlzdE1lc3NhZ2VzEh4ubWVtc3ZjLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHy5tZW1zdmMudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2UiA5ACARJVCg5EZWxldGVNZXNzYWdlcxIgLm1lbXN2Yy52MS5EZWxldGVNZXNzYWdlc1JlcXVlc3QaIS5tZW1zdmMudjEuRGVsZXRlTWVzc2FnZXNSZXNwb25zZUIpWidtZW1zdmMuZGV2L2NsaWVudHMvZ28vbWVtc3ZjdjE7bWVtc3ZjdjFiBnByb3RvMw");
 
 /**
  * Message is one stored conversation message.
@@ -57,11 +57,21 @@ export type Message = Message$1<"memsvc.v1.Message"> & {
 
   /**
    * Optional embedding supplied by the client instead of the server's
-   * embedder; must match the session's vector dimension.
+   * embedder; must match the session's vector dimension. Never returned.
    *
    * @generated from field: repeated float embedding = 6;
    */
   embedding: number[];
+
+  /**
+   * Optional opaque JSON kept beside the text and returned as sent, byte
+   * for byte (a framework's own form of the message: tool calls, ids,
+   * metadata). Must be valid JSON, at most max_message_bytes; never
+   * searched, embedded or summarized: those use content.
+   *
+   * @generated from field: string payload_json = 7;
+   */
+  payloadJson: string;
 };
 
 /**
@@ -116,7 +126,8 @@ export const AppendRequestSchema: GenMessage<AppendRequest> = /*@__PURE__*/
 export type AppendResponse = Message$1<"memsvc.v1.AppendResponse"> & {
   /**
    * The stored messages, in order, each with its id, role, sender and send
-   * time; content is left empty (the caller sent it), so the reply stays
+   * time; content and payload_json are left empty (the caller sent them),
+   * so the reply stays
    * small whatever the request held and a stored Append is never refused for
    * the size of its reply.
    *
@@ -765,7 +776,8 @@ export const RemoveSessionResponseSchema: GenMessage<RemoveSessionResponse> = /*
   messageDesc(file_memsvc_v1_memory, 20);
 
 /**
- * Deleted counts what a Reset or RemoveSession deleted in each store.
+ * Deleted counts what a Reset, RemoveSession or DeleteMessages deleted in
+ * each store.
  *
  * @generated from message memsvc.v1.Deleted
  */
@@ -919,6 +931,144 @@ export const SessionInfoSchema: GenMessage<SessionInfo> = /*@__PURE__*/
   messageDesc(file_memsvc_v1_memory, 24);
 
 /**
+ * ListMessagesRequest pages through a session's stored messages.
+ *
+ * @generated from message memsvc.v1.ListMessagesRequest
+ */
+export type ListMessagesRequest = Message$1<"memsvc.v1.ListMessagesRequest"> & {
+  /**
+   * The session; one that was never written has no messages.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Most messages per page; default 100, at most 1000. A page also ends
+   * before its contents and payloads pass 2 MiB (it holds at least one
+   * message), so it fits a client's default 4 MiB receive limit.
+   *
+   * @generated from field: uint32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of the previous page; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+
+  /**
+   * True to page from the newest message back: the first page of size N
+   * holds the newest N messages (still oldest first within the page).
+   *
+   * @generated from field: bool newest_first = 4;
+   */
+  newestFirst: boolean;
+};
+
+/**
+ * Describes the message memsvc.v1.ListMessagesRequest.
+ * Use `create(ListMessagesRequestSchema)` to create a new message.
+ */
+export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 25);
+
+/**
+ * ListMessagesResponse is one page of messages.
+ *
+ * @generated from message memsvc.v1.ListMessagesResponse
+ */
+export type ListMessagesResponse = Message$1<"memsvc.v1.ListMessagesResponse"> & {
+  /**
+   * The messages, oldest first, with content and payload_json.
+   *
+   * @generated from field: repeated memsvc.v1.Message messages = 1;
+   */
+  messages: Message[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message memsvc.v1.ListMessagesResponse.
+ * Use `create(ListMessagesResponseSchema)` to create a new message.
+ */
+export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 26);
+
+/**
+ * DeleteMessagesRequest names the messages to delete: ids, or the newest
+ * `last` messages, exactly one of the two.
+ *
+ * @generated from message memsvc.v1.DeleteMessagesRequest
+ */
+export type DeleteMessagesRequest = Message$1<"memsvc.v1.DeleteMessagesRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The messages' ids; ids the session no longer stores are skipped.
+   *
+   * @generated from field: repeated uint64 ids = 2;
+   */
+  ids: bigint[];
+
+  /**
+   * The newest `last` messages of the session (at most 1000).
+   *
+   * @generated from field: uint32 last = 3;
+   */
+  last: number;
+};
+
+/**
+ * Describes the message memsvc.v1.DeleteMessagesRequest.
+ * Use `create(DeleteMessagesRequestSchema)` to create a new message.
+ */
+export const DeleteMessagesRequestSchema: GenMessage<DeleteMessagesRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 27);
+
+/**
+ * DeleteMessagesResponse says what DeleteMessages deleted.
+ *
+ * @generated from message memsvc.v1.DeleteMessagesResponse
+ */
+export type DeleteMessagesResponse = Message$1<"memsvc.v1.DeleteMessagesResponse"> & {
+  /**
+   * The deleted messages as they were stored, oldest first, with content
+   * and payload_json.
+   *
+   * @generated from field: repeated memsvc.v1.Message messages = 1;
+   */
+  messages: Message[];
+
+  /**
+   * How many were deleted from each store (summary is always false).
+   *
+   * @generated from field: memsvc.v1.Deleted deleted = 2;
+   */
+  deleted?: Deleted | undefined;
+};
+
+/**
+ * Describes the message memsvc.v1.DeleteMessagesResponse.
+ * Use `create(DeleteMessagesResponseSchema)` to create a new message.
+ */
+export const DeleteMessagesResponseSchema: GenMessage<DeleteMessagesResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 28);
+
+/**
  * Role says who wrote a message.
  *
  * @generated from enum memsvc.v1.Role
@@ -939,11 +1089,25 @@ export enum Role {
   USER = 1,
 
   /**
-   * The agent's (model's) turn.
+   * The agent's (model's) turn, tool calls included.
    *
    * @generated from enum value: ROLE_ASSISTANT = 2;
    */
   ASSISTANT = 2,
+
+  /**
+   * Instructions to the model (a system or developer message).
+   *
+   * @generated from enum value: ROLE_SYSTEM = 3;
+   */
+  SYSTEM = 3,
+
+  /**
+   * The result of a tool call.
+   *
+   * @generated from enum value: ROLE_TOOL = 4;
+   */
+  TOOL = 4,
 }
 
 /**
@@ -1229,6 +1393,33 @@ export const MemoryService: GenService<{
     methodKind: "unary";
     input: typeof ListSessionsRequestSchema;
     output: typeof ListSessionsResponseSchema;
+  },
+  /**
+   * ListMessages reads every message a session still stores, in id order,
+   * across the archive and history.json, each with its payload_json: the
+   * whole conversation a framework adapter reads back, not only the window.
+   *
+   * @generated from rpc memsvc.v1.MemoryService.ListMessages
+   */
+  listMessages: {
+    methodKind: "unary";
+    input: typeof ListMessagesRequestSchema;
+    output: typeof ListMessagesResponseSchema;
+  },
+  /**
+   * DeleteMessages deletes the given messages, or the newest ones, from
+   * every store as Reset does (history.json, the archive and the vectors),
+   * as one step: interrupted, it is completed before the server serves
+   * again. Ids are never reused after it; the rolling summary and its
+   * cursor are kept. Retried by clients only when ids are given: a second
+   * call deletes nothing more, while a repeated `last` would delete more.
+   *
+   * @generated from rpc memsvc.v1.MemoryService.DeleteMessages
+   */
+  deleteMessages: {
+    methodKind: "unary";
+    input: typeof DeleteMessagesRequestSchema;
+    output: typeof DeleteMessagesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_memsvc_v1_memory, 0);
