@@ -12,21 +12,61 @@ def test_cjk_characters_are_tokens_and_other_words_are_stemmed():
         "deploy", "我", "們", "在", "沙", "盒", "裡", "テ", "ス", "ト", "한", "국", "cafe", "2", "studi"]
 
 
-def test_tantivy_and_python_agree_on_tokens(tmp_path):
-    """The archive (Rust) and recent search (Python) must split text the same way."""
-    schema_builder = tantivy.SchemaBuilder()
-    schema_builder.add_text_field("content", tokenizer_name=keywords.ANALYZER_NAME, stored=True)
-    schema = schema_builder.build()
-    index = tantivy.Index(schema, path=str(tmp_path))
-    index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
-    writer = index.writer(heap_size=15_000_000, num_threads=1)
-    text = "Ünïcode ÉTÉ 混合text123 カタカナ ひらがな 한글 x_y deployments"
-    writer.add_document(tantivy.Document(content=text))
-    writer.commit()
-    index.reload()
-    searcher = index.searcher()
-    for token in keywords.tokenize(text):
-        assert searcher.doc_freq("content", token) == 1, token
+AGREEMENT_CORPUS = [
+    # English inflections
+    "We deployed it; they're deploying again, and deployments studies studied running ran",
+    "Happily, the happiest cats' meows were meowing—loudly!",
+    # punctuation
+    "don't e-mail C++ U.S.A. foo.bar@baz.com (see: https://x.io/a?b=c#d) ... end.",
+    "«Guillemets» „quotes“ 'single' \"double\" ¿qué? ¡sí! — – … · • /slash\\back",
+    # underscores
+    "snake_case_name __init__ _private trailing_ MAX_HISTORY_BYTES x_y_z",
+    # accents and other Latin letters
+    "Mâcon naïve résumé Ørsted Straße ÉTÉ Ünïcode façade coöperate Łódź",
+    # CJK, kana, hangul, and mixed with Latin and digits
+    "我們在沙盒裡測試部署，明天再試。",
+    "明日はサンドボックスでテストします。カタカナ ひらがな",
+    "한국어 문장입니다 한글",
+    "混合text123 部署到staging環境 v2版本 ＣＪＫ全角",
+    # digits
+    "v2.3.1 3.14 10,000 1e9 0x1F 2026-12-01 12:45 ٣٤٥ ２０２６ ½ ²",
+    # other scripts, symbols, whitespace and invisible characters
+    "Привет мир Ελληνικά κείμενο 🙂 emoji👍here tab\there\nnew\u200bline",
+]
+
+
+def test_the_archive_analyzer_and_the_recent_tokenizer_agree_both_ways(tmp_path):
+    """The archive (Tantivy, as the Archive registers its analyzer) and recent search (keywords.tokenize)
+    see the same token stream for the same text: the same terms, in the same order, as often."""
+    archive = Archive(tmp_path / ".store", commit_interval=0.01)
+    try:
+        sessions = [f"s{n}" for n in range(len(AGREEMENT_CORPUS))]
+        for session, text in zip(sessions, AGREEMENT_CORPUS, strict=True):
+            archive.appended(session, [Record(id=1, role="user", content=text, send_at=1)])
+        archive.flush()
+        streams = [keywords.tokenize(text) for text in AGREEMENT_CORPUS]
+        assert all(len(stream) < 40 for stream in streams), "field lengths Tantivy stores exactly"
+        searcher = archive.index.searcher()
+        every_term = {term for term, _ in searcher.terms_with_prefix("content", "")}
+        assert every_term == {token for stream in streams for token in stream}
+        average = sum(map(len, streams)) / len(streams)
+        for session, text, stream in zip(sessions, AGREEMENT_CORPUS, streams, strict=True):
+            in_session = tantivy.Query.term_query(archive.schema, "session", session)
+            indexed = dict(searcher.terms_with_prefix("content", "", filter_query=in_session))
+            assert set(indexed) == set(stream), text  # every term of each, no other
+            whole = tantivy.Query.boolean_query([
+                (tantivy.Occur.Must, in_session),
+                (tantivy.Occur.Must, tantivy.Query.phrase_query(archive.schema, "content", stream))])
+            assert searcher.search(whole, limit=1, count=True).count == 1, f"in this order: {text}"
+            for token in set(stream):  # as often, in a text as long: the same BM25 score
+                query = KeywordQuery(optional=(Term((token,)),))
+                statistics = archive.statistics(query)
+                [(_, score)] = archive.search(session, query, statistics, 10, 0, 2**63 - 1, 8)
+                mine = keywords.term_score(stream.count(token), len(stream), Term((token,)),
+                                           keywords.Statistics(statistics.doc_freq, statistics.total_docs, average))
+                assert mine == pytest.approx(score, rel=1e-3), (text, token)
+    finally:
+        archive.close()
 
 
 def test_a_question_is_a_bag_of_content_words():
