@@ -40,8 +40,8 @@ from memsvc.runtime import metrics
 log = logging.getLogger(__name__)
 
 WRITER_HEAP_BYTES = 64 * 1024 * 1024
-TIME_FILTER_IN_MEMORY = 64
-"Up to this many matches, a time range is checked on the stored messages instead of by a range query."
+TIME_FILTER_IN_MEMORY = 256
+"Up to this many matches, a time range is checked on their send_at column instead of by a range query."
 
 
 def _schema() -> tantivy.Schema:
@@ -302,8 +302,10 @@ class Archive:
         # messages of the session it is cheaper to read those and check their times.
         few = searcher.search(tantivy.Query.boolean_query(clauses), limit=TIME_FILTER_IN_MEMORY, count=True)
         if _total(few) <= TIME_FILTER_IN_MEMORY:
-            found = [(_record(searcher.doc(address)), score) for score, address in few.hits]
-            return [(record, score) for record, score in found if since <= record.send_at < until][:limit]
+            # The times from their column: only the messages kept are read from the document store.
+            times = searcher.fast_field_values("send_at", [address for _, address in few.hits])
+            kept = [hit for hit, at in zip(few.hits, times, strict=True) if at is not None and since <= at < until]
+            return [(_record(searcher.doc(address)), score) for score, address in kept[:limit]]
         clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tantivy.Query.range_query(
             self.schema, "send_at", tantivy.FieldType.Integer, since, until, include_upper=False), 0.0)))
         hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=limit, count=False).hits

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from memsvc.archive import keywords
-from memsvc.archive.index import Archive
+from memsvc.archive.index import TIME_FILTER_IN_MEMORY, Archive
 from memsvc.core.records import Record
 
 
@@ -43,6 +43,21 @@ def test_below_id_and_time_bounds(archive):
     assert sorted(found(archive, "s", "sandbox", below=4)) == [1, 2, 3]
     assert sorted(found(archive, "s", "sandbox", since=200, until=400)) == [2, 3]
     assert found(archive, "s", "sandbox", below=1) == []
+
+
+@pytest.mark.parametrize("matching", [TIME_FILTER_IN_MEMORY // 2, TIME_FILTER_IN_MEMORY + 40])
+def test_a_time_range_keeps_the_best_matches_inside_it(archive, matching: int):
+    """Few matches are filtered on their send_at column, many by a range query: the same answer."""
+    # More occurrences rank higher: message n holds "sandbox" n % 5 + 1 times.
+    archive.appended("s", [record(n, " ".join(["sandbox"] * (n % 5 + 1)) + f" note {n}", send_at=n * 10)
+                           for n in range(1, matching + 1)] + [record(matching + 1, "other", send_at=15)])
+    archive.flush()
+    since, until = 100, 10 * (matching // 2)
+    inside = [n for n in range(1, matching + 1) if since <= n * 10 < until]
+    best = sorted(inside, key=lambda n: -(n % 5))[:32]
+    hits = found(archive, "s", "sandbox", since=since, until=until)
+    assert len(hits) == 32 and set(hits) <= set(inside), "only messages in the range"
+    assert sorted(n % 5 for n in hits) == sorted(n % 5 for n in best), "the best of them (ties in any order)"
 
 
 def test_reconcile_adds_only_what_is_missing(archive):
