@@ -73,6 +73,7 @@ def current_index(directory: Path, schema: tantivy.Schema) -> Path:
 
     Raises Refused (having deleted nothing) when the older index is damaged or cannot be copied.
     """
+    durable.sweep_deleted(directory)  # an older index or unfinished copy whose deletion a kill interrupted
     current = index_dir(directory, VERSION)
     older = [index_dir(directory, version) for version in range(VERSION - 1, 0, -1)]
     if not _committed(current) and not (current.is_dir() and has_orphaned_segments(current)):

@@ -87,8 +87,10 @@ def test_of_a_version_1_and_a_version_2_index_the_newer_is_moved_and_both_are_re
 def test_a_start_that_stopped_after_the_switch_deletes_the_old_index(tmp_path: Path):
     store = tmp_path / ".store"
     old_archive(store, {"s": ["we deployed the fixes"]})
+    old_archive(tmp_path / "other", {"s": ["a second old index"]}, version=2)
     directory = store / "archive"
     reindex._copy(directory / "index", directory / CURRENT, _schema())  # stopped before the old index was deleted
+    (tmp_path / "other/archive/index-v2").rename(directory / ".deleting-index-v2")  # stopped while deleting it
     archive = Archive(store, commit_interval=0.01)
     try:
         assert found(archive, "s", "deploying") == [1] and archive.count("s") == 1
