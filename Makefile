@@ -151,10 +151,13 @@ bench-fit: install ## FitContext on runs of 10, 100 and 1,000 messages against t
 bench-vectors: install local-model ## the vector index at 10k and 100k vectors vs numpy, and embedder quality, ~5 min
 	$(BIN)/python benchmarks/vectors.py $(ARGS)
 
+bench-retrieval: install local-model ## RealMem retrieval: every match mode beside FTS5 and exact dense baselines (ARGS="--personas Kenta_Tanaka")
+	$(BIN)/python benchmarks/retrieval.py $(ARGS)
+
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
 bench-revisions: install ## the same calls against two revisions side by side, with a twin for noise: ARGS="REV1 REV2", ~3 min
 	$(BIN)/python benchmarks/revisions.py $(ARGS)
 
-.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server haproxy go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-proxy bench-transfer bench-vectors bench-revisions dashboard chromium
+.PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server haproxy go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-proxy bench-transfer bench-vectors bench-revisions bench-retrieval dashboard chromium

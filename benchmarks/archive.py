@@ -18,21 +18,22 @@ dual write leaves it; each session's last 16 messages are also in its
 history.json, so searches cover the archived ids below them.
 
 FTS5, made to mean what a memsvc keyword means: the text is pre-split with
-memsvc's own tokenizer (keywords.tokenize: one token per CJK character,
-lowercased word runs) and the tokens joined by spaces are indexed by
-unicode61 (remove_diacritics 0, `_` a token character), so both engines hold
-the same tokens. An English word is a prefix query (`"deploy"*`), a CJK or
-multi-token word a phrase (`"沙 盒"`), every word required; the session is an
-indexed column ANDed into the MATCH (so FTS5 skips through doclists instead
-of filtering every match of the corpus), the id bound and time range are
-checked on a plain `messages` table joined by rowid, which also holds the
-text once (the FTS5 table is contentless), ORDER BY bm25 LIMIT 10. The
-trigram tokenizer was not used: it cannot match CJK words shorter than 3
-characters and it matches substrings, not word prefixes. Both engines read
-their files through mmap.
+memsvc's own analyzer (keywords.tokenize: one token per CJK character,
+lowercased and stemmed word runs) and the tokens joined by spaces are
+indexed by unicode61 (remove_diacritics 0, `_` a token character), so both
+engines hold the same terms. Both run the same ranked query, an OR of the
+query's terms (keywords.parse: stems, stop words dropped, CJK runs of up to
+two characters as phrases `"沙 盒"`, longer ones as their character pairs
+plus the whole run); the session is an indexed column ANDed into the MATCH
+(so FTS5 skips through doclists instead of filtering every match of the
+corpus), the id bound and time range are checked on a plain `messages`
+table joined by rowid, which also holds the text once (the FTS5 table is
+contentless), ORDER BY bm25 LIMIT 10. The trigram tokenizer was not used: it
+cannot match CJK words shorter than 3 characters. Both engines read their
+files through mmap.
 
-Queries are drawn from archived messages of their session (English words,
-some typed as prefixes, CJK words, both; a third with a time range). Each is
+Queries are drawn from archived messages of their session (English words as
+written, CJK words, both; a third with a time range). Each is
 timed once per engine, the engines alternating which goes first, after
 untimed warm-up queries; then the whole hit sets (no limit) of both engines
 are compared.
@@ -77,7 +78,7 @@ class Query(msgspec.Struct, frozen=True):
     "The first id in the session's history.json: both engines search the archived ids below it."
     since: int
     until: int
-    words: list[keywords.Word]
+    words: keywords.KeywordQuery
     "The text parsed once, outside the timing, as the server parses it before asking the archive."
     match: str
     "The same query for FTS5."
@@ -108,12 +109,14 @@ ORDER BY score LIMIT ?
 """
 
 
-def fts_match(session_id: str, words: list[keywords.Word]) -> str:
-    """The FTS5 query meaning what `words` mean to memsvc, in one session."""
-    clauses = [f'session:"{session_id}"']
-    for word in words:
-        phrase = '"' + " ".join(word.tokens) + '"'
-        clauses.append(f"body:{phrase}*" if word.is_prefix else f"body:{phrase}")
+def fts_match(session_id: str, query: keywords.KeywordQuery) -> str:
+    """The FTS5 query meaning what `query` means to memsvc, in one session: required terms ANDed, the others ORed."""
+    def phrase(term: keywords.Term) -> str:
+        return 'body:"' + " ".join(term.tokens) + '"'
+
+    clauses = [f'session:"{session_id}"', *map(phrase, query.required)]
+    if query.optional and not query.required:
+        clauses.append("(" + " OR ".join(map(phrase, query.optional)) + ")")
     return " AND ".join(clauses)
 
 
@@ -153,7 +156,8 @@ def fts_search(connection: sqlite3.Connection, query: Query, limit: int) -> list
 
 
 def archive_search(archive: Archive, query: Query, limit: int) -> list[tuple[int, float]]:
-    hits = archive.search(session_name(query.session), query.words, query.below_id, query.since, query.until, limit)
+    hits = archive.search(session_name(query.session), query.words, archive.statistics(query.words), query.below_id,
+                          query.since, query.until, limit)
     return [(record.id, score) for record, score in hits]
 
 
@@ -245,9 +249,10 @@ def end_to_end(data_dir: Path, queries: list[Query], warmup: list[Query]) -> dic
 CORPUS_MADE = ("seeded agent conversations, user/assistant turns; sessions 78% English, 11% mostly Chinese, "
                "11% mostly Japanese; Zipf English vocabulary with identifiers, file names, numbers, hashes and log "
                "lines; log-normal turn lengths; sessions interleaved in send order")
-FTS5_MADE = ("text pre-split by memsvc's tokenizer, indexed by unicode61 (remove_diacritics 0, tokenchars _); "
-             "contentless FTS5 (session, body) + messages table joined by rowid; MATCH session AND \"word\"* / "
-             "\"c j k\" phrases; id and time bounds on the joined table; ORDER BY bm25 LIMIT 10; mmap")
+FTS5_MADE = ("text pre-split by memsvc's analyzer (stems), indexed by unicode61 (remove_diacritics 0, tokenchars _); "
+             "contentless FTS5 (session, body) + messages table joined by rowid; MATCH session AND (\"term\" OR "
+             "\"c j\" ...), the same OR query as memsvc; id and time bounds on the joined table; ORDER BY bm25 "
+             "LIMIT 10; mmap")
 
 
 def generate(args: argparse.Namespace) -> tuple[list[list[Record]], list[tuple[int, Record]], dict]:

@@ -1,9 +1,9 @@
-"""The archive's one-time move to index format 2 at start, against opening the moved index again.
+"""The archive's one-time move to the current index version at start, against opening the moved index again.
 
-An archive written before payloads (`index/`, format 1) is copied into `index-v2/` document by
-document before the server serves (memsvc/archive/reindex.py). This builds a format-1 index of
-`--messages` messages in 100 sessions with the schema of that time, times the first start (the
-move) and a second start over the moved index, side by side, and writes
+An archive of the first releases (`index/`, version 1) is copied into `index-v3/` document by
+document, analyzed anew, before the server serves (memsvc/archive/reindex.py). This builds a
+version-1 index of `--messages` messages in 100 sessions with the schema and analyzer of that time,
+times the first start (the move) and a second start over the moved index, side by side, and writes
 benchmarks/results/archive_format.json.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from common import RESULTS
 
 from memsvc.archive.index import Archive
-from tests.support.old_data import format_1
+from tests.support.archives import numbered, old_index
 
 SESSIONS = 100
 
@@ -37,8 +37,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         store = Path(directory) / ".store"
-        format_1(store, {f"s{n}": args.messages // SESSIONS for n in range(SESSIONS)},
-                 text="archived note {n} about the deploy pipeline and the sandbox")
+        messages = numbered(args.messages // SESSIONS, "archived note {n} about the deploy pipeline and the sandbox")
+        old_index(store, 1, {f"s{n}": messages for n in range(SESSIONS)})
         move = opened(store)
         again = opened(store)
     result = {"messages": args.messages, "first_start_with_move_s": round(move, 2),

@@ -13,7 +13,7 @@ an English term inside. Lengths are log-normal like chat turns: user turns
 are minutes apart, with occasional gaps of hours or days.
 
 Queries are made of words of one message of their session: one or two
-English words (a quarter of the longer ones cut to a prefix, as typed), a CJK
+English words as written (the archive matches them by stem), a CJK
 word of 2-4 characters, or one of each; a third carry a time range of a few
 days around the message. The same seed gives the same text and queries.
 """
@@ -26,7 +26,6 @@ import re
 
 import msgspec
 
-from memsvc.archive import keywords
 from memsvc.core.records import Record
 
 SEED = 20250101
@@ -181,13 +180,9 @@ def session_name(index: int) -> str:
 
 
 def _english_word(rng: random.Random, content: str, stop: set[str]) -> str | None:
-    tokens = [t for t in keywords.tokenize(content) if ASCII_WORD.fullmatch(t) and t not in stop]
-    if not tokens:
-        return None
-    word = rng.choice(tokens)
-    if len(word) > 5 and rng.random() < 0.25:
-        word = word[:rng.randint(4, len(word) - 1)]  # typed as a prefix: `deploy` for `deployment`
-    return word
+    # Words as written (not the index's stems), as a person would type them.
+    tokens = [t for t in re.findall(r"\w+", content.lower()) if ASCII_WORD.fullmatch(t) and t not in stop]
+    return rng.choice(tokens) if tokens else None
 
 
 def _cjk_word(rng: random.Random, content: str) -> str | None:

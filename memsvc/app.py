@@ -27,6 +27,7 @@ from memsvc.lessons.backend import LessonStore
 from memsvc.lessons.service import Lessons
 from memsvc.lessons.sqlite import SqliteLessonStore
 from memsvc.runtime.jobs import Scheduler
+from memsvc.search import rerank
 from memsvc.search.hybrid import HybridSearch
 from memsvc.search.keyword import KeywordSearch
 from memsvc.search.searcher import Searcher
@@ -61,6 +62,7 @@ class App:
         summary_model, decision_model = self.models = llm.models(settings)
         self.judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
+        self.reranker = rerank.from_settings(settings)
         self.model_table = refresh.from_settings(settings)
         self.jobs = Scheduler()
         offset = seconds_to_nanos(settings.clock_offset_seconds)
@@ -94,7 +96,7 @@ class App:
 
         keyword = KeywordSearch(self.sessions, self.archive)
         semantic = SemanticSearch(self.sessions, self.vectors, self.embedder)
-        self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic))
+        self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic, self.reranker))
 
         self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
                                embedder=self.embedder)
@@ -136,6 +138,7 @@ class App:
         self.model_table.close()
         for model in filter(None, self.models):
             model.endpoint.close()
+        self.reranker.close()
         self.lifecycle.close(timeout=left())
         self.sessions.close()
         self.archive.close(timeout=left())

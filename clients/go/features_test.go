@@ -128,6 +128,36 @@ func TestRetriesFollowTheContract(t *testing.T) {
 	}
 }
 
+func TestKeywordOptionsReachTheServer(t *testing.T) {
+	client, _ := live(t)
+	ctx := context.Background()
+	if _, err := client.Append(ctx, &memsvcv1.AppendRequest{SessionId: "go-words", Messages: []*memsvcv1.Message{
+		memsvc.User("a blue car passed a grey heron"), memsvc.Assistant("blue skies today"),
+		memsvc.User("lunch was pasta")}}); err != nil {
+		t.Fatal(err)
+	}
+	search := func(request *memsvcv1.SearchRequest) []*memsvcv1.SearchHit {
+		t.Helper()
+		request.SessionId, request.Match = "go-words", memsvcv1.Match_MATCH_KEYWORD
+		found, err := client.Search(ctx, request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found.GetHits()
+	}
+	if hits := search(&memsvcv1.SearchRequest{Query: "heron blue"}); len(hits) != 2 {
+		t.Fatalf("any word: %v", hits)
+	}
+	strict := search(&memsvcv1.SearchRequest{Query: "heron blue", RequireAllWords: true})
+	if len(strict) != 1 || strict[0].GetMessage().GetContent() != "a blue car passed a grey heron" {
+		t.Fatalf("RequireAllWords: %v", strict)
+	}
+	around := search(&memsvcv1.SearchRequest{Query: "pasta", WithContext: true})
+	if len(around) != 3 || !around[0].GetIsContext() || around[2].GetIsContext() || around[2].GetRun() != 1 {
+		t.Fatalf("WithContext: %v", around)
+	}
+}
+
 func TestRolesPayloadsPagesAndDeletion(t *testing.T) {
 	tcp, _ := live(t)
 	ctx := context.Background()

@@ -1,8 +1,8 @@
 """The full-text archive: every message ever appended, in Tantivy.
 
-Owns `.store/archive/` (the Tantivy index in `index-v2/`, moved there from an
-older format by reindex.py, and `cutoffs.json` holding each session's
-compact cutoff `start_at`), opening the index,
+Owns `.store/archive/` (the Tantivy index in `index-v3/`, moved there from an
+older analyzer or schema by reindex.py, and `cutoffs.json` holding each
+session's compact cutoff `start_at`), opening the index,
 handing changes to its one writer thread (writer.py: batched commits), and
 keyword queries over archived messages. It is the source of truth for
 messages compacted out of history.json, and derived (re-indexed on open) for
@@ -40,8 +40,8 @@ from memsvc.runtime import metrics
 log = logging.getLogger(__name__)
 
 WRITER_HEAP_BYTES = 64 * 1024 * 1024
-TIME_FILTER_IN_MEMORY = 64
-"Up to this many matches, a time range is checked on the stored messages instead of by a range query."
+TIME_FILTER_IN_MEMORY = 256
+"Up to this many matches, a time range is checked on their send_at column instead of by a range query."
 
 
 def _schema() -> tantivy.Schema:
@@ -89,12 +89,11 @@ class Archive:
         self.directory = store_dir / "archive"
         durable.ensure_dir(self.directory)
         self.schema = _schema()
-        unreadable: reindex.Unreadable | None = None
+        refused: reindex.Refused | None = None
         try:
             index_dir = reindex.current_index(self.directory, self.schema)
-            durable.ensure_dir(index_dir)
-        except reindex.Unreadable as problem:
-            index_dir, unreadable = problem.index_dir, problem
+        except reindex.Refused as exc:
+            refused, index_dir = exc, exc.index_dir  # the older index, kept as it was
         self.index_dir = index_dir
         self.damage = Damage(index_dir)
         self.meta_path = self.directory / "cutoffs.json"
@@ -103,10 +102,11 @@ class Archive:
         self.index: tantivy.Index
         "Set only when the index opened; every query checks `damage` before it is reached."
         self._writer: Writer | None = None
-        if unreadable is not None:  # an older index that could not be moved to the current format
-            self.damage.found(str(unreadable), remedy=unreadable.remedy)
-            opened = None
+        opened = None
+        if refused is not None:
+            self.damage.found(refused.problem, remedy=refused.remedy)
         else:
+            durable.ensure_dir(index_dir)
             opened = self._open(index_dir)
         if opened is not None:
             self.index = opened[0]
@@ -284,48 +284,53 @@ class Archive:
         return _total(self.index.searcher().search(query, limit=1, count=True))
 
     @_reading
-    def search(self, session_id: str, words: list[keywords.Word], below_id: int, since: int, until: int,
-               limit: int) -> list[tuple[Record, float]]:
-        """The best `limit` archived messages with id < below_id containing every word."""
-        if below_id <= 1:
+    def search(self, session_id: str, query: keywords.KeywordQuery, statistics: keywords.Statistics, below_id: int,
+               since: int, until: int, limit: int) -> list[tuple[Record, float]]:
+        """The best `limit` archived messages with id < below_id matching `query`, by BM25 with the idf of
+        `statistics` (keywords.term_score's scale)."""
+        if below_id <= 1 or not query:
             return []
-        clauses = [(tantivy.Occur.Must, self._session(session_id)),
-                   (tantivy.Occur.Must, self._id_range(0, below_id - 1))]
-        for word in words:
-            clauses.extend(self._word(word))
+        # The session and id bounds only filter: scoring 0, they leave BM25 alone (recent messages lack them).
+        clauses = [(tantivy.Occur.Must, tantivy.Query.const_score_query(self._session(session_id), 0.0)),
+                   (tantivy.Occur.Must, tantivy.Query.const_score_query(self._id_range(0, below_id - 1), 0.0))]
+        clauses += [(tantivy.Occur.Must, self._term(term, statistics)) for term in query.required]
+        ranked = [(tantivy.Occur.Should, self._term(term, statistics)) for term in query.optional]
+        if query.required:
+            clauses += ranked
+        elif ranked:
+            # Nested, so that at least one optional term must match.
+            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(ranked)))
         searcher = self.index.searcher()
         if since <= 0 and until >= NO_UPPER_BOUND:
             hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=limit, count=False).hits
             return [(_record(searcher.doc(address)), score) for score, address in hits]
-        # A range over send_at scans its column for the whole index; when the words match few
+        # A range over send_at scans its column for the whole index; when the terms match few
         # messages of the session it is cheaper to read those and check their times.
         few = searcher.search(tantivy.Query.boolean_query(clauses), limit=TIME_FILTER_IN_MEMORY, count=True)
         if _total(few) <= TIME_FILTER_IN_MEMORY:
-            found = [(_record(searcher.doc(address)), score) for score, address in few.hits]
-            return [(record, score) for record, score in found if since <= record.send_at < until][:limit]
-        clauses.append((tantivy.Occur.Must, tantivy.Query.range_query(
-            self.schema, "send_at", tantivy.FieldType.Integer, since, until, include_upper=False)))
+            # The times from their column: only the messages kept are read from the document store.
+            times = searcher.fast_field_values("send_at", [address for _, address in few.hits])
+            kept = [hit for hit, at in zip(few.hits, times, strict=True) if at is not None and since <= at < until]
+            return [(_record(searcher.doc(address)), score) for score, address in kept[:limit]]
+        clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tantivy.Query.range_query(
+            self.schema, "send_at", tantivy.FieldType.Integer, since, until, include_upper=False), 0.0)))
         hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=limit, count=False).hits
         return [(_record(searcher.doc(address)), score) for score, address in hits]
 
-    def _word(self, word: keywords.Word) -> list[tuple[tantivy.Occur, tantivy.Query]]:
-        if word.is_prefix:
-            # The prefix clause decides the match (scoring 0); the exact term, when present, gives BM25.
-            token = word.tokens[0]
-            # A prefix automaton: a regex would be compiled per query (~170 us a word).
-            prefix = tantivy.Query.fuzzy_term_query(self.schema, "content", token, distance=0, prefix=True)
-            return [(tantivy.Occur.Must, tantivy.Query.const_score_query(prefix, 0.0)),
-                    (tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "content", token))]
-        if len(word.tokens) == 1:
-            return [(tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "content", word.tokens[0]))]
-        return [(tantivy.Occur.Must, tantivy.Query.phrase_query(self.schema, "content", list(word.tokens)))]
+    def _term(self, term: keywords.Term, statistics: keywords.Statistics) -> tantivy.Query:
+        if len(term.tokens) == 1:
+            query = tantivy.Query.term_query(self.schema, "content", term.tokens[0])
+        else:
+            query = tantivy.Query.phrase_query(self.schema, "content", list(term.tokens))
+        return tantivy.Query.boost_query(query, statistics.boost(term))
 
     @_reading
-    def statistics(self, words: list[keywords.Word]) -> tuple[dict[str, int], int]:
-        """Document frequency of each token and the number of documents, for scoring recent messages."""
+    def statistics(self, query: keywords.KeywordQuery) -> keywords.Statistics:
+        """Document frequency of each token of `query` and the number of documents: BM25's idf, for both tiers."""
         searcher = self.index.searcher()
-        tokens = {token for word in words for token in word.tokens}
-        return {token: searcher.doc_freq("content", token) for token in tokens}, searcher.num_docs
+        tokens = {token for term in query.terms for token in term.tokens}
+        return keywords.Statistics({token: searcher.doc_freq("content", token) for token in tokens},
+                                   searcher.num_docs)
 
     def start_at(self, session_id: str) -> int:
         return self.meta.start_at.get(session_id, 0)

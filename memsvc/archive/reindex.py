@@ -1,17 +1,33 @@
-"""Moving the archive to a new index format, from its own stored messages.
+"""Moving the archive to the current index version, from its own stored messages.
 
-A Tantivy index cannot gain a field: an index written with an older schema
-refuses to open with the current one. Each format has its own directory
-(`index/` for format 1, `index-v2/` and so on after it). At start, when only
-an older one exists, every stored document of it, of every session, is
-written into `index-vN.reindex/` with the current schema and analyzer; only
-once that is committed is it renamed to `index-vN/`, and only then is the
-older index deleted. A stop at any step leaves the old index or the complete
-new one, and the next start finishes the job. The archive is the only copy of
-compacted messages: they are copied over, never dropped, and an older index
-that cannot be read is left as it is (the caller reports it damaged). Owns
-the directories and the copy. Must never run while an Archive has an index
-open.
+A Tantivy index can neither gain a field (an index written with an older
+schema refuses to open with the current one) nor change how it analyzed the
+words it holds. So each version has its own directory: `index/` (1: the first
+releases), `index-v2/` (2: the stored `payload` field, with the first
+analyzer), `index-v3/` (3: the payload and keywords.py's stemming analyzer),
+and so on after it. A change to the schema or to keywords.analyzer() needs a
+new VERSION. At start, when the current directory holds no committed index,
+the newest older one is opened with its own schema and every stored document
+of it, of every session, with all its fields, is written into
+`index-vN.reindex/` with the current schema and analyzer; only once that is
+committed (Tantivy syncs the files it commits) and holds as many documents as
+the old one is it renamed to `index-vN/` and the rename synced, and only then
+are the older indexes deleted. A stop at any step leaves the old index whole
+(an unfinished copy is deleted and made again) or the complete new one (the
+older ones are then deleted), and the next start finishes the job.
+
+The archive is the only copy of compacted messages: they are copied over,
+never dropped. Segment files are never deleted from a directory without
+`meta.json` (integrity.ORPHANED): such an older index is refused if it is the
+one to copy, and left in place, logged, once a newer one is committed. An
+older index that is damaged (a failed checksum) or that cannot be copied (a
+full disk) is refused, kept exactly as it is and named in the error
+(`Refused`), so the archive reports it as damage while the rest of the server
+serves. Owns the directories and the copy. Must never run while an Archive
+has an index open, and never read or write a session's other stores (a
+Reset or removal interrupted before the move is completed on the new index
+by window/lifecycle.py, like any other); cutoffs.json is not an index's and
+stays as it is.
 """
 
 from __future__ import annotations
@@ -24,24 +40,27 @@ from pathlib import Path
 import tantivy
 
 from memsvc.archive import keywords
-from memsvc.archive.integrity import ORPHANED, ORPHANED_REMEDY, REPAIR, engine_failure, has_orphaned_segments
-from memsvc.core import durable
+from memsvc.archive.integrity import ORPHANED, ORPHANED_REMEDY, REPAIR, damage, engine_failure, has_orphaned_segments
+from memsvc.core import durable, failpoints
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2
-"The index format this server writes: 2 added the stored `payload` field."
+VERSION = 3
+"The index this server writes: 2 added the stored `payload` field, 3 keywords.py's stemming analyzer."
 WRITER_HEAP_BYTES = 64 * 1024 * 1024
 COPY_BATCH = 10_000
 "Documents read per query while copying: the hits of a whole large index at once would take hundreds of MB."
+COPY_REMEDY = ("free disk space if the disk is full (the copy needs about as much again as the old index) and "
+               "start memsvc again: the move then starts over")
 
 
-class Unreadable(Exception):
-    """An older index that must be moved to the current format cannot be read; it was left untouched."""
+class Refused(Exception):
+    """An older index that is not moved to the current version: nothing was deleted, and `problem` says why."""
 
     def __init__(self, index_dir: Path, problem: str, remedy: str = REPAIR):
         super().__init__(problem)
         self.index_dir = index_dir
+        self.problem = problem
         self.remedy = remedy
 
 
@@ -50,46 +69,71 @@ def index_dir(directory: Path, version: int) -> Path:
 
 
 def current_index(directory: Path, schema: tantivy.Schema) -> Path:
-    """The directory of the index in FORMAT, copying an older index into it first (raises Unreadable)."""
-    current = index_dir(directory, FORMAT)
-    older = [index_dir(directory, version) for version in range(FORMAT - 1, 0, -1)]
-    fresh = current.with_name(current.name + ".reindex")
-    if fresh.exists():
-        durable.remove_tree(fresh)  # a copy that did not finish: start it over
-    if not current.exists():
+    """The directory of the index of VERSION, moving the newest older index into it first.
+
+    Raises Refused (having deleted nothing) when the older index is damaged or cannot be copied.
+    """
+    durable.sweep_deleted(directory)  # an older index or unfinished copy whose deletion a kill interrupted
+    current = index_dir(directory, VERSION)
+    older = [index_dir(directory, version) for version in range(VERSION - 1, 0, -1)]
+    if not _committed(current) and not (current.is_dir() and has_orphaned_segments(current)):
         source = next((path for path in older if path.is_dir() and _holds_an_index(path)), None)
         if source is not None:
-            _upgrade(source, fresh, current, schema)
-    for path in older:
-        if path.exists():
-            durable.remove_tree(path)
+            _move(source, current, schema)
+    if _committed(current):
+        for path in older:
+            _remove_older(path)
     return current
+
+
+def _committed(path: Path) -> bool:
+    return (path / "meta.json").exists()
 
 
 def _holds_an_index(path: Path) -> bool:
     """meta.json or segment files: anything else (a directory a crash left empty, lock files) holds nothing."""
-    return (path / "meta.json").exists() or has_orphaned_segments(path)
+    return _committed(path) or has_orphaned_segments(path)
 
 
-def _upgrade(source: Path, fresh: Path, current: Path, schema: tantivy.Schema) -> None:
+def _remove_older(path: Path) -> None:
+    if not path.exists():
+        return
+    if has_orphaned_segments(path):
+        log.warning("an older archive index without its meta.json is left in place", extra={
+            "index": str(path), "effect": "nothing: the current index does not need it",
+            "what_to_do": "delete it once you are sure no backup of its meta.json is to be put back"})
+        return
+    durable.remove_tree(path)
+
+
+def _move(source: Path, current: Path, schema: tantivy.Schema) -> None:
+    """Copy `source` into a fresh directory and rename it to `current`, or raise Refused with `source` untouched."""
     if has_orphaned_segments(source):
-        raise Unreadable(source, ORPHANED, ORPHANED_REMEDY)
+        raise Refused(source, f"{ORPHANED} (nor moved to the current index version)", ORPHANED_REMEDY)
+    problem = damage(source)
+    if problem is not None:
+        raise Refused(source, f"{problem}; it was neither moved to the current index version nor erased")
+    fresh = current.with_name(current.name + ".reindex")
+    durable.remove_tree(fresh)  # a copy that did not finish, of `source`, still whole: start it over
     started = time.monotonic()
-    log.info("archive moving to a new index format", extra={"from": source.name, "to": current.name})
+    log.info("archive moving to the current index version", extra={"from": source.name, "to": current.name})
     try:
         copied = _copy(source, fresh, schema)
     except BaseException as exc:
         if not engine_failure(exc):
             raise
-        raise Unreadable(source, f"it cannot be read to move it to the new index format ({exc})") from exc
+        durable.remove_tree(fresh)
+        raise Refused(source, f"moving it to the current index version failed ({exc}); it is kept as it was",
+                      COPY_REMEDY) from exc
     os.replace(fresh, current)
     durable.fsync_dir(current.parent)
-    log.info("archive moved to a new index format", extra={
-        "messages": copied, "format": FORMAT, "seconds": round(time.monotonic() - started, 1)})
+    failpoints.hit("archive.reindex.renamed")
+    log.info("archive moved to the current index version", extra={
+        "messages": copied, "version": VERSION, "seconds": round(time.monotonic() - started, 1)})
 
 
 def _copy(source: Path, target: Path, schema: tantivy.Schema) -> int:
-    """Every live document of `source` into a new index at `target`; returns how many."""
+    """Every live document of `source`, every field, into a new index at `target`, analyzed anew; how many."""
     old = tantivy.Index.open(str(source))  # with its own schema: the current one would be refused
     durable.ensure_dir(target)
     new = tantivy.Index(schema, path=str(target))
@@ -105,7 +149,11 @@ def _copy(source: Path, target: Path, schema: tantivy.Schema) -> int:
         for _, address in hits:
             writer.add_document(searcher.doc(address))
         copied += len(hits)
+    failpoints.hit("archive.reindex.copied")
     writer.commit()
     writer.wait_merging_threads()
     durable.fsync_dir(target)
+    new.reload()
+    if new.searcher().num_docs != searcher.num_docs:
+        raise ValueError(f"the copy holds {new.searcher().num_docs} of {searcher.num_docs} messages")
     return copied

@@ -68,6 +68,16 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "File holding the embedding API key (else MEMSVC_EMBEDDING_API_KEY)."
     embedding_timeout_seconds: float = 30.0
     "Seconds one embedding request may take before it counts as failed (then retried with backoff)."
+    reranker: Literal["none", "http"] = "none"
+    "Reorders hybrid search's fused candidates: none, or http (a /v1/rerank endpoint of the Cohere/Jina/vLLM shape)."
+    reranker_base_url: str = ""
+    "Base URL of the rerank endpoint (POST {reranker_base_url}/rerank)."
+    reranker_model: str = ""
+    "Model name sent to the rerank endpoint."
+    reranker_api_key_file: str = ""
+    "File holding the rerank endpoint's API key (else MEMSVC_RERANKER_API_KEY)."
+    reranker_timeout_seconds: float = 2.0
+    "Seconds a rerank may take; past it (or on any failure) the fused order is returned."
     vector_rebuild_rows: int = 1024
     "Vectors past the last Annoy build that start a background rebuild (or 5% of the index, if more)."
     vector_trees: int = 100
@@ -221,9 +231,9 @@ def load(flags: dict[str, Any] | None = None, environ: dict[str, str] | None = N
 def _check(settings: Settings) -> None:
     positive = ("max_history_messages", "max_history_bytes", "max_message_bytes", "max_request_bytes",
                 "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
-                "embedding_timeout_seconds", "vector_rebuild_rows", "vector_trees", "vector_search_k",
-                "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions", "max_concurrent_rpcs",
-                "lessons_pool_size")
+                "embedding_timeout_seconds", "reranker_timeout_seconds", "vector_rebuild_rows", "vector_trees",
+                "vector_search_k", "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions",
+                "max_concurrent_rpcs", "lessons_pool_size")
     for name in positive:
         if getattr(settings, name) <= 0:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")

@@ -1,9 +1,12 @@
 """Expanding hits into runs of conversation: each hit with the 2 messages
-before it and the 1 after (clamped at the ends of the list), overlapping or
-touching expansions merged, in time order, each contiguous run numbered
-from 1.
+before it and the 1 after (those present, by id), overlapping or touching
+expansions merged, in time order, each contiguous run numbered from 1.
 
-Must never search: callers bring the hits and the records around them.
+The records given may be sparse (the archive's neighbourhoods of its hits,
+then the recent messages): a neighbour is a record whose id is within 2
+before or 1 after the hit's, and runs merge only across consecutive ids.
+Messages below `archived_below` are marked as coming from the archive. Must
+never search: callers bring the hits and the records around them.
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ from memsvc.search.query import Hit
 BEFORE, AFTER = 2, 1
 
 
-def expand(records: list[Record], scores: dict[int, float]) -> list[Hit]:
-    """Every hit among `records` with its neighbours, in runs; `scores` maps hit id to score."""
+def expand(records: list[Record], scores: dict[int, float], archived_below: int = 0) -> list[Hit]:
+    """Every hit among `records` (sorted by id) with its neighbours, in runs; `scores` maps hit id to score."""
     spans: list[list[int]] = []
-    present = (_position(records, id_) for id_ in scores)
-    found = (at for at, id_ in zip(present, scores, strict=True) if at < len(records) and records[at].id == id_)
-    for position in sorted(found):
-        start, end = max(0, position - BEFORE), min(len(records) - 1, position + AFTER)
-        if spans and start <= spans[-1][1] + 1:
+    present = sorted(at for at, id_ in ((_position(records, id_), id_) for id_ in scores)
+                     if at < len(records) and records[at].id == id_)
+    for position in present:
+        hit_id = records[position].id
+        start = _position(records, hit_id - BEFORE)
+        end = bisect.bisect_right(records, hit_id + AFTER, key=lambda record: record.id) - 1
+        if spans and start <= spans[-1][1] + 1 and records[start].id <= records[spans[-1][1]].id + 1:
             spans[-1][1] = max(spans[-1][1], end)
         else:
             spans.append([start, end])
@@ -31,8 +36,8 @@ def expand(records: list[Record], scores: dict[int, float]) -> list[Hit]:
     for run, (start, end) in enumerate(spans, start=1):
         for record in records[start:end + 1]:
             matched = record.id in scores
-            hits.append(Hit(record, "recent", score=scores[record.id] if matched else 0.0, is_context=not matched,
-                            run=run))
+            hits.append(Hit(record, "archive" if record.id < archived_below else "recent",
+                            score=scores[record.id] if matched else 0.0, is_context=not matched, run=run))
     return hits
 
 

@@ -1,59 +1,91 @@
-"""Hybrid search: keyword and semantic candidates fused into one ranking.
+"""Hybrid search: keyword and semantic candidates fused into one ranking,
+optionally reranked, then read as conversation.
 
-Owns the fusion (reciprocal rank: a hit's share from each list is
-1 / (RRF_K + rank)), the candidate pools, and how fused hits read as
-conversation (recent hits expanded; archived hits each a run of its own,
-ahead of the recent runs). Must never search a tier itself.
+Owns the candidate pools (POOL of each, far more than `limit`, so a message
+ranked modestly by both can still win), the fusion (reciprocal rank: a hit's
+share from a list is weight / (RRF_K + rank); chosen by measurement over
+reciprocal-rank weights, k and pools and min-max score fusion, see
+benchmarks/fusion.py), handing the best RERANK_CANDIDATES to the reranker,
+and expanding the chosen hits, archived ones with their archived neighbours.
+Must never search a tier itself.
 """
 
 from __future__ import annotations
 
-from memsvc.core.errors import InvalidArgument
-from memsvc.search.expansion import expand
-from memsvc.search.keyword import KeywordSearch
-from memsvc.search.query import MAX_LIMIT, Bounds, Hit, Query, Results
-from memsvc.search.semantic import SemanticSearch
-from memsvc.vectors.store import Nearest
+import bisect
+from collections.abc import Sequence
 
-RRF_K = 60
-"Reciprocal-rank fusion constant: a hit's share is 1 / (RRF_K + rank)."
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.records import Record
+from memsvc.search.keyword import KeywordSearch
+from memsvc.search.query import Bounds, Query, Results
+from memsvc.search.rerank import Reranker
+from memsvc.search.semantic import SemanticSearch
+
+POOL = 50
+"Candidates taken from each of the keyword and semantic rankings (at least 4x the limit)."
+RRF_K = 10
+"Small: a candidate near the top of either list counts most (RealMem, benchmarks/results/fusion.json)."
+KEYWORD_WEIGHT = 1.0
+SEMANTIC_WEIGHT = 1.0
+RERANK_CANDIDATES = 32
+"The best fused candidates the reranker reorders."
+
+
+def fuse(rankings: Sequence[tuple[Sequence[int], float]], k: int = RRF_K) -> dict[int, float]:
+    """Weighted reciprocal rank fusion of (ids best first, weight) lists: id -> fused score."""
+    fused: dict[int, float] = {}
+    for ids, weight in rankings:
+        for rank, id_ in enumerate(ids, start=1):
+            fused[id_] = fused.get(id_, 0.0) + weight / (k + rank)
+    return fused
 
 
 class HybridSearch:
-    def __init__(self, keyword: KeywordSearch, semantic: SemanticSearch):
+    def __init__(self, keyword: KeywordSearch, semantic: SemanticSearch, reranker: Reranker):
         self.keyword = keyword
         self.semantic = semantic
+        self.reranker = reranker
+
+    def may_wait(self, query: Query) -> bool:
+        """A rerank is an HTTP call; the semantic half may wait too."""
+        return self.reranker.enabled or self.semantic.may_wait(query)
 
     def search(self, query: Query, limits: Bounds) -> Results:
-        """Keyword and semantic hits fused by reciprocal rank, then expanded.
-
-        Archive hits (older than history.json) have no neighbours here: each
-        is a run of its own, ahead of the recent runs.
-        """
         if not query.text.strip():
             raise InvalidArgument("a hybrid search needs query text", reason="EMPTY_QUERY")
-        pool = Bounds(min(MAX_LIMIT, 2 * limits.limit), limits.since, limits.until)
-        found = self.semantic.nearest(query, pool)
-        records, nearest = found if found is not None else ([], Nearest([], [], 0))
-        below_id = self.semantic.below_id(query, records)
-        fused: dict[tuple[str, int], float] = {}
-        recent: dict[int, Hit] = {}
-        archived: dict[int, Hit] = {}
-        for rank, hit in enumerate(self.keyword.search(query, pool)):
-            if hit.source == "recent" and hit.record.id >= below_id:
-                continue
-            (recent if hit.source == "recent" else archived)[hit.record.id] = hit
-            fused[(hit.source, hit.record.id)] = 1.0 / (RRF_K + rank + 1)
-        for rank, id_ in enumerate(nearest.ids):
-            key = ("recent", id_)
-            fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
-        chosen = sorted(fused, key=lambda key: (-fused[key], -key[1]))[:limits.limit]
-        old = sorted((archived[id_] for source, id_ in chosen if source == "archive"),
-                     key=lambda hit: (hit.record.send_at, hit.record.id))
-        hits = [Hit(hit.record, "archive", score=fused[("archive", hit.record.id)], run=run)
-                for run, hit in enumerate(old, start=1)]
-        scores = {id_: fused[(source, id_)] for source, id_ in chosen if source == "recent"}
-        for hit in expand(records, scores):
-            hit.run += len(old)
-            hits.append(hit)
-        return Results(hits, nearest.unsearched)
+        pool = Bounds(max(POOL, 4 * limits.limit), limits.since, limits.until)
+        nearest = self.semantic.nearest(query, pool)
+        found = self.keyword.ranked(query, pool)
+        below_id = self.semantic.below_id(query, found.recent)
+        texts = {hit.record.id: hit.record for hit in found.hits if hit.record.id < below_id}
+        keyword_ids = list(texts)
+        semantic_ids: list[int] = []
+        unsearched = 0
+        if nearest is not None:
+            records, near = nearest
+            unsearched = near.unsearched
+            semantic_ids = list(near.ids)
+            texts.update(_by_id(records, semantic_ids))
+        fused = fuse([(keyword_ids, KEYWORD_WEIGHT), (semantic_ids, SEMANTIC_WEIGHT)])
+        order = sorted(fused, key=lambda id_: (-fused[id_], -id_))
+        scores = self._reranked(query.text, order[:RERANK_CANDIDATES], texts) or fused
+        chosen = sorted(order[:RERANK_CANDIDATES], key=lambda id_: -scores[id_])[:limits.limit]
+        return Results(self.keyword.in_context(query.session_id, found, {id_: scores[id_] for id_ in chosen}),
+                       unsearched)
+
+    def _reranked(self, text: str, head: list[int], records: dict[int, Record]) -> dict[int, float] | None:
+        """The reranker's score of each of the best fused candidates, when one answers in time."""
+        if not self.reranker.enabled or not head:
+            return None
+        scores = self.reranker.scores(text, [records[id_].content for id_ in head])
+        return None if scores is None else dict(zip(head, scores, strict=True))
+
+
+def _by_id(records: list[Record], ids: Sequence[int]) -> dict[int, Record]:
+    found = {}
+    for id_ in ids:
+        at = bisect.bisect_left(records, id_, key=lambda record: record.id)
+        if at < len(records) and records[at].id == id_:
+            found[id_] = records[at]
+    return found

@@ -3,56 +3,115 @@ ranked together on one BM25 scale.
 
 Owns splitting the work between the tiers (archive below the first message of
 history.json, the in-memory recent messages from there on, so nothing is
-returned twice) and scoring recent messages with the archive's statistics.
-Must never touch an index directly: archive/index.py owns it.
+returned twice), scoring recent messages with the archive's statistics, and
+reading the conversation around hits (archived neighbours from the archive,
+recent ones from history.json). Must never touch an index directly:
+archive/index.py owns it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
 
 from memsvc.archive import keywords
 from memsvc.archive.index import Archive
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.records import Record
-from memsvc.search.query import Bounds, Hit, Query
-from memsvc.window.session import Session
+from memsvc.search.expansion import AFTER, BEFORE, expand
+from memsvc.search.query import Bounds, Hit, Query, Results
+from memsvc.search.recent import RecentIndexes, RecentTerms
 from memsvc.window.sessions import Sessions
+
+
+class Found(msgspec.Struct):
+    """Ranked keyword hits, best first, and where history.json starts."""
+
+    hits: list[Hit]
+    recent: list[Record]
+    cut: int
+    "Ids below this are archived."
 
 
 class KeywordSearch:
     def __init__(self, sessions: Sessions, archive: Archive):
         self.sessions = sessions
         self.archive = archive
+        self.recent_terms = RecentIndexes()
 
-    def search(self, query: Query, limits: Bounds) -> list[Hit]:
-        """Archived messages (below the first one in history.json) plus recent ones, best first.
+    def search(self, query: Query, limits: Bounds) -> Results:
+        """Matches best first; with `with_context`, in runs with their neighbours instead."""
+        found = self.ranked(query, limits)
+        if not query.with_context:
+            return Results(found.hits)
+        return Results(self.in_context(query.session_id, found, {hit.record.id: hit.score for hit in found.hits}))
+
+    def ranked(self, query: Query, limits: Bounds) -> Found:
+        """The best `limits.limit` archived messages (below history.json) and recent ones, best first.
 
         Recent messages are scored with the archive's BM25 statistics so both
         kinds rank on one scale; ties go to the newer message.
         """
-        words = keywords.parse(query.text)
-        if not words:
+        terms = keywords.parse(query.text, query.require_all_words)
+        if not terms:
             raise InvalidArgument("a keyword search needs at least one word", reason="EMPTY_QUERY")
         session = self.sessions.reading(query.session_id)
         if session is None:
-            return []
-        recent = list(session.records)
+            return Found([], [], 1)
+        recent = session.records
         cut = recent[0].id if recent else session.next_id
-        hits = [Hit(record, "archive", score) for record, score in
-                self.archive.search(query.session_id, words, cut, limits.since, limits.until, limits.limit)]
-        hits += self._recent_matches(session, recent, words, limits)
+        index = self.recent_terms.of(session)
+        statistics = self._statistics(terms, index)
+        hits = [Hit(record, "archive", score) for record, score in self.archive.search(
+            query.session_id, terms, statistics, cut, limits.since, limits.until, limits.limit)]
+        hits += self._recent_matches(index, terms, statistics, limits)
         hits.sort(key=lambda hit: (-hit.score, -hit.record.id))
-        return hits[:limits.limit]
+        return Found(hits[:limits.limit], recent, cut)
 
-    def _recent_matches(self, session: Session, recent: list[Record], words: list[keywords.Word],
+    def _statistics(self, query: keywords.KeywordQuery, index: RecentTerms) -> keywords.Statistics:
+        """The archive's counts (every session's messages), which both tiers score with."""
+        archived = self.archive.statistics(query)
+        # The archive counts the recent messages too once it has committed them; until then (a burst of
+        # appends) the recent index's own counts keep rare words rare.
+        doc_freq = {token: max(count, index.doc_freq(token)) for token, count in archived.doc_freq.items()}
+        return keywords.Statistics(doc_freq, max(archived.total_docs, len(index.lengths)), index.average_tokens)
+
+    def _recent_matches(self, index: RecentTerms, query: keywords.KeywordQuery, statistics: keywords.Statistics,
                         limits: Bounds) -> list[Hit]:
-        # Every token of every word must appear in the lowered text: a cheap filter before tokenizing.
-        needles = [token for word in words for token in word.tokens]
-        candidates = [record for record in recent if limits.contains(record.send_at)
-                      and all(needle in session.lowered(record) for needle in needles)]
-        matches = [record for record in candidates if keywords.contains(record.content, words)]
-        if not matches:
+        tokenized: dict[int, list[str]] = {}
+        frequencies = [index.frequencies(term, tokenized) for term in query.terms]
+        required = len(query.required)
+        if required:
+            candidates = set.intersection(*(set(found) for found in frequencies[:required]))
+        else:
+            candidates = set().union(*frequencies)
+        records = index.records
+        candidates = {at for at in candidates if limits.contains(records[at].send_at)}
+        if not candidates:
             return []
-        doc_freq, total = self.archive.statistics(words)
-        average = sum(len(keywords.tokenize(record.content)) for record in matches) / len(matches)
-        return [Hit(record, "recent", keywords.bm25(record.content, words, doc_freq, max(total, len(matches)),
-                                                    average)) for record in matches]
+        scores = dict.fromkeys(candidates, 0.0)
+        for term, found in zip(query.terms, frequencies, strict=True):
+            for at in candidates.intersection(found):
+                scores[at] += keywords.term_score(found[at], index.lengths[at], term, statistics)
+        return [Hit(records[at], "recent", score) for at, score in scores.items()]
+
+    def in_context(self, session_id: str, found: Found, scores: dict[int, float]) -> list[Hit]:
+        """The hits in `scores` with their neighbours (archived ones from the archive), in runs."""
+        archived = sorted(id_ for id_ in scores if id_ < found.cut)
+        records = self.neighbourhoods(session_id, archived, found.cut) + found.recent
+        return expand(records, scores, archived_below=found.cut)
+
+    def neighbourhoods(self, session_id: str, ids: Iterable[int], cut: int) -> list[Record]:
+        """Archived messages around each of `ids` (2 before, 1 after, below `cut`), by id, once each."""
+        spans: list[list[int]] = []
+        for id_ in sorted(ids):
+            low, high = max(1, id_ - BEFORE), min(id_ + AFTER, cut - 1)
+            if spans and low <= spans[-1][1] + 1:
+                spans[-1][1] = max(spans[-1][1], high)
+            else:
+                spans.append([low, high])
+        records: list[Record] = []
+        for low, high in spans:
+            records += self.archive.messages(session_id, low - 1, high + 1)
+        return records

@@ -19,7 +19,8 @@ from memsvc.core.units import NO_UPPER_BOUND, TIME_RANGES
 
 DEFAULT_LIMIT = 8
 MAX_LIMIT = 32
-MAX_QUERY_CHARS = 1024
+MAX_QUERY_CHARS = 8192
+"An agent may search with a whole request: long, but bounded (every word is a term of the query)."
 
 Match = Literal["semantic", "keyword", "hybrid"]
 SourceName = Literal["recent", "archive"]
@@ -41,6 +42,10 @@ class Query(msgspec.Struct, kw_only=True):
     "Semantic: also return messages of the current window."
     vector: list[float] = []
     "Semantic: a query embedding supplied by the client."
+    require_all_words: bool = False
+    "Keyword and hybrid: every word of the query must appear (a CJK run as it is)."
+    with_context: bool = False
+    "Keyword: each hit with its neighbours, in runs (semantic and hybrid always expand)."
 
 
 class Hit(msgspec.Struct):

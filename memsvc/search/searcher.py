@@ -25,8 +25,10 @@ class Searcher:
         self.clock = clock
 
     def may_wait(self, query: Query) -> bool:
-        """Semantic and hybrid search may load a session's index or call an embedding endpoint."""
-        return query.match != "keyword" and self.semantic.may_wait(query)
+        """Semantic and hybrid search may load a session's index or call an embedding or rerank endpoint."""
+        if query.match == "keyword":
+            return False
+        return self.hybrid.may_wait(query) if query.match == "hybrid" else self.semantic.may_wait(query)
 
     def quick(self, query: Query) -> bool:
         """A semantic search that scans a small index in memory: it may run where it is asked."""
@@ -35,7 +37,7 @@ class Searcher:
     def search(self, query: Query) -> Results:
         limits = bounds(query, self.clock())
         if query.match == "keyword":
-            return Results(self.keyword.search(query, limits))
+            return self.keyword.search(query, limits)
         if query.match == "semantic":
             return self.semantic.search(query, limits)
         return self.hybrid.search(query, limits)

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from memsvc.archive import keywords
-from memsvc.archive.index import Archive
+from memsvc.archive.index import TIME_FILTER_IN_MEMORY, Archive
 from memsvc.core.records import Record
 
 
@@ -19,15 +19,20 @@ def record(index: int, text: str, send_at: int | None = None) -> Record:
                   send_at=index if send_at is None else send_at, sender="ann" if index == 1 else "")
 
 
+def parsed(archive: Archive, query: str) -> tuple[keywords.KeywordQuery, keywords.Statistics]:
+    terms = keywords.parse(query)
+    return terms, archive.statistics(terms)
+
+
 def found(archive: Archive, session: str, query: str, below: int = 10**9, since: int = 0, until: int = 2**63 - 1):
-    return [r.id for r, _ in archive.search(session, keywords.parse(query), below, since, until, 32)]
+    return [r.id for r, _ in archive.search(session, *parsed(archive, query), below, since, until, 32)]
 
 
 def test_appended_messages_become_searchable_after_flush(archive):
     archive.appended("s", [record(1, "the sandbox is ready"), record(2, "great")])
     archive.flush()
     assert found(archive, "s", "sandbox") == [1]
-    hit, score = archive.search("s", keywords.parse("sandbox"), 10, 0, 2**63 - 1, 5)[0]
+    hit, score = archive.search("s", *parsed(archive, "sandbox"), 10, 0, 2**63 - 1, 5)[0]
     assert hit == record(1, "the sandbox is ready") and score > 0
     assert found(archive, "other", "sandbox") == []
 
@@ -38,6 +43,21 @@ def test_below_id_and_time_bounds(archive):
     assert sorted(found(archive, "s", "sandbox", below=4)) == [1, 2, 3]
     assert sorted(found(archive, "s", "sandbox", since=200, until=400)) == [2, 3]
     assert found(archive, "s", "sandbox", below=1) == []
+
+
+@pytest.mark.parametrize("matching", [TIME_FILTER_IN_MEMORY // 2, TIME_FILTER_IN_MEMORY + 40])
+def test_a_time_range_keeps_the_best_matches_inside_it(archive, matching: int):
+    """Few matches are filtered on their send_at column, many by a range query: the same answer."""
+    # More occurrences rank higher: message n holds "sandbox" n % 5 + 1 times.
+    archive.appended("s", [record(n, " ".join(["sandbox"] * (n % 5 + 1)) + f" note {n}", send_at=n * 10)
+                           for n in range(1, matching + 1)] + [record(matching + 1, "other", send_at=15)])
+    archive.flush()
+    since, until = 100, 10 * (matching // 2)
+    inside = [n for n in range(1, matching + 1) if since <= n * 10 < until]
+    best = sorted(inside, key=lambda n: -(n % 5))[:32]
+    hits = found(archive, "s", "sandbox", since=since, until=until)
+    assert len(hits) == 32 and set(hits) <= set(inside), "only messages in the range"
+    assert sorted(n % 5 for n in hits) == sorted(n % 5 for n in best), "the best of them (ties in any order)"
 
 
 def test_reconcile_adds_only_what_is_missing(archive):
@@ -122,6 +142,6 @@ def test_time_range_is_exact_for_few_and_many_matches(archive, count):
     archive.appended("s", [record(i, "sandbox log", send_at=i * 100) for i in range(1, count + 1)])
     archive.appended("s", [record(count + 1, "unrelated", send_at=500)])
     archive.flush()
-    hits = archive.search("s", keywords.parse("sandbox"), 10**9, 300, 800, 32)
+    hits = archive.search("s", *parsed(archive, "sandbox"), 10**9, 300, 800, 32)
     assert sorted(r.id for r, _ in hits) == [3, 4, 5, 6, 7]
-    assert found(archive, "s", "sand") and not found(archive, "s", "andbox")  # word starts only
+    assert found(archive, "s", "sandboxes") and not found(archive, "s", "sand")  # by stem, not by prefix

@@ -62,6 +62,16 @@ def test_the_readme_failure_of_a_new_user_now_works(client):
         "Fridays are for docs"]
 
 
+def test_search_passes_the_keyword_options(client):
+    client.append("s1", [("user", "a blue car passed a grey heron"), ("assistant", "blue skies today"),
+                         ("user", "lunch was pasta")])
+    assert len(client.search("s1", "heron blue", match="keyword").hits) == 2
+    strict = client.search("s1", "heron blue", match="keyword", require_all_words=True).hits
+    assert [hit.message.content for hit in strict] == ["a blue car passed a grey heron"]
+    around = client.search("s1", "pasta", match="keyword", with_context=True).hits
+    assert [(hit.is_context, hit.run) for hit in around] == [(True, 1), (True, 1), (False, 1)]
+
+
 def test_search_passes_any_request_field_through_by_name(client):
     client.append("s1", [("user", "old sandbox", ), ("assistant", "noted")])
     later = time.time_ns()

@@ -10,7 +10,7 @@ import pytest
 
 from memsvc_client import Client, InvalidArgumentError, MemsvcError, NotFoundError
 from tests.support import wait_for
-from tests.support.old_data import format_1
+from tests.support.archives import numbered, old_index
 
 # Whitespace, key order, escapes and numbers exactly as a framework wrote them.
 PAYLOAD = '{"type": "ai",\n "data": {"tool_calls": [{"id": "call_7", "args": {"city": "Z\\u00fcrich"}}], "n": 1.50}}'
@@ -135,7 +135,7 @@ def test_an_existing_data_directory_keeps_working(make_server, data_dir):
     history.parent.mkdir(parents=True)
     history.write_text('[\n{"id":5,"role":"user","content":"recent question","sendAt":5}\n'
                        ',{"id":6,"role":"assistant","content":"recent answer","sendAt":6}\n]\n')
-    format_1(data_dir / ".store", {"old": 4}, text="compacted glacier note {n}")
+    old_index(data_dir / ".store", 1, {"old": numbered(4, "compacted glacier note {n}")})
     server = make_server()
     with server.client() as client:
         assert [(m.id, m.role, m.payload_json) for m in every_message(client, "old")] == [

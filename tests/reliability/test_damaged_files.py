@@ -53,7 +53,7 @@ def archived(make_server):
 
 
 def index_dir(server: ServerProcess) -> Path:
-    return reindex.index_dir(server.data_dir / ".store/archive", reindex.FORMAT)
+    return reindex.index_dir(server.data_dir / ".store/archive", reindex.VERSION)
 
 
 # -- history.json --------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """A real HTTP server on loopback, served by a thread of its own: what every
-stand-in for a provider (LLM, embedding, JSON tables, Responses API) shares.
+stand-in for a provider (LLM, embedding, rerank, JSON tables, Responses API)
+shares.
 
 Must never know what a provider speaks: each stand-in brings its handler.
 """

@@ -40,6 +40,16 @@ describe("plain arguments, error classes and retries against a real server", () 
       /SearchRequest.match must be one of semantic, keyword, hybrid, got "kw"/);
   });
 
+  it("passes the keyword options: requireAllWords narrows, withContext adds the neighbours", async () => {
+    await memory.append("words", [["user", "a blue car passed a grey heron"], ["assistant", "blue skies today"],
+      ["user", "lunch was pasta"]]);
+    assert.equal((await memory.search("words", "heron blue", { match: "keyword" })).hits.length, 2);
+    const strict = await memory.search("words", "heron blue", { match: "keyword", requireAllWords: true });
+    assert.deepEqual(strict.hits.map((hit) => hit.message?.content), ["a blue car passed a grey heron"]);
+    const around = await memory.search("words", "pasta", { match: "keyword", withContext: true });
+    assert.deepEqual(around.hits.map((hit) => [hit.isContext, hit.run]), [[true, 1], [true, 1], [false, 1]]);
+  });
+
   it("keeps system and tool roles and payloads exactly, pages through messages and deletes them", async () => {
     const payload = '{"tool_calls": [{"id": "call_1", "args": {"city": "Z\\u00fcrich"}}]}';
     await memory.append("framework", [["system", "Be brief."], ["user", "Weather in Zurich?"],

@@ -155,7 +155,7 @@ class CurrentDiscussion(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., description: _Optional[str] = ..., perspectives: _Optional[str] = ..., direction: _Optional[str] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("session_id", "query", "match", "limit", "time_range", "since_unix_nano", "until_unix_nano", "include_window", "query_embedding")
+    __slots__ = ("session_id", "query", "match", "limit", "time_range", "since_unix_nano", "until_unix_nano", "include_window", "query_embedding", "require_all_words", "with_context")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     MATCH_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,8 @@ class SearchRequest(_message.Message):
     UNTIL_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_WINDOW_FIELD_NUMBER: _ClassVar[int]
     QUERY_EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_ALL_WORDS_FIELD_NUMBER: _ClassVar[int]
+    WITH_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     query: str
     match: Match
@@ -174,7 +176,9 @@ class SearchRequest(_message.Message):
     until_unix_nano: int
     include_window: bool
     query_embedding: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, session_id: _Optional[str] = ..., query: _Optional[str] = ..., match: _Optional[_Union[Match, str]] = ..., limit: _Optional[int] = ..., time_range: _Optional[_Union[TimeRange, str]] = ..., since_unix_nano: _Optional[int] = ..., until_unix_nano: _Optional[int] = ..., include_window: _Optional[bool] = ..., query_embedding: _Optional[_Iterable[float]] = ...) -> None: ...
+    require_all_words: bool
+    with_context: bool
+    def __init__(self, session_id: _Optional[str] = ..., query: _Optional[str] = ..., match: _Optional[_Union[Match, str]] = ..., limit: _Optional[int] = ..., time_range: _Optional[_Union[TimeRange, str]] = ..., since_unix_nano: _Optional[int] = ..., until_unix_nano: _Optional[int] = ..., include_window: _Optional[bool] = ..., query_embedding: _Optional[_Iterable[float]] = ..., require_all_words: _Optional[bool] = ..., with_context: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "unsearched")
