@@ -94,8 +94,7 @@ postgres-server: ## install Debian's PostgreSQL server (as root, if missing) for
 	scripts/install-postgresql.sh
 
 haproxy: ## install Debian's HAProxy and nginx (as root, if missing) for the sharding tests and benchmark
-	scripts/install-haproxy.sh
-	scripts/install-nginx.sh
+	scripts/install-proxies.sh
 
 go-tools: ## install Go, grpc-go and protoc's Go plugins from Debian, if missing (as root)
 	scripts/install-go-toolchain.sh

@@ -19,7 +19,7 @@ import msgspec
 from memsvc.core.http import Provider
 from memsvc.vectors.embedders.builtin import BuiltinEmbedder
 from memsvc.vectors.embedders.openai import HttpEmbedder
-from tests.support.loopback import Loopback
+from tests.support.loopback import JSONHandler, Loopback
 
 
 class Received(msgspec.Struct):
@@ -65,7 +65,7 @@ class EmbeddingServer(Loopback):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
@@ -73,17 +73,7 @@ class EmbeddingServer(Loopback):
                     status, payload = 404, b"{}"
                 else:
                     status, payload = server._answer(self.path, self.headers.get("Authorization", ""), body)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                try:
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
+                self.answer(status, payload)
 
         return Handler
 

@@ -1,4 +1,4 @@
-"""A real HAProxy for the sharding tests and benchmark: Debian's `haproxy` (scripts/install-haproxy.sh,
+"""A real HAProxy for the sharding tests and benchmark: Debian's `haproxy` (scripts/install-proxies.sh,
 run by `make test`), started in master-worker mode from deploy/haproxy/haproxy.cfg with only its
 addresses moved: the listeners to free loopback ports, the shards to the test servers', the
 sockets to a temp directory. Everything else in the file is what a deployment runs.
@@ -32,7 +32,7 @@ import pytest
 from tests.support import ROOT, free_port
 
 CONFIG = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
-INSTALL = "scripts/install-haproxy.sh"
+INSTALL = "scripts/install-proxies.sh"
 FRONTENDS = {"memsvc": ":50051", "memsvc-next": ":50052", "stats": ":8404"}
 "The deploy file's listeners, by frontend."
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.loopback import Loopback
+from tests.support.loopback import JSONHandler, Loopback
 
 
 class JSONServer(Loopback):
@@ -42,23 +42,13 @@ class JSONServer(Loopback):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_GET(self) -> None:
                 with server._lock:
                     server.hits[self.path] += 1
                     status, body, delay = server.documents.get(self.path, (404, b'{"error": "not found"}', 0.0))
                 time.sleep(delay)
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.answer(status, body)
 
         return Handler
 

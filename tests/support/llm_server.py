@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.loopback import Loopback
+from tests.support.loopback import JSONHandler, Loopback
 
 
 @dataclass
@@ -102,7 +102,7 @@ class LLMServer(Loopback):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -122,16 +122,7 @@ class LLMServer(Loopback):
 
             def _send(self, reply: Reply, model: str) -> None:
                 payload = reply.payload(model)
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.answer(reply.status, payload, reply.headers)
 
         return Handler
 

@@ -2,7 +2,8 @@
 stand-in for a provider (LLM, embedding, rerank, JSON tables, Responses API)
 shares.
 
-Must never know what a provider speaks: each stand-in brings its handler.
+Must never know what a provider speaks: each stand-in brings its handler,
+answering with `JSONHandler.answer`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,25 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """A stand-in's request handler: answers JSON, logs nothing."""
+
+    def answer(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        try:
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the caller gave up waiting (the timeout tests)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
 
 
 class Loopback:

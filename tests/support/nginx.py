@@ -1,4 +1,4 @@
-"""A real nginx for the sharding tests: Debian's `nginx` (scripts/install-nginx.sh, run by
+"""A real nginx for the sharding tests: Debian's `nginx` (scripts/install-proxies.sh, run by
 `make test`) running deploy/nginx/nginx.conf with only its addresses moved (listeners to free
 loopback ports, shards to the test servers', the pid file to a temp directory). Our own child,
 dying with us. Without the package the tests that need it are skipped, unless
@@ -21,7 +21,7 @@ from tests.support import ROOT, free_port
 from tests.support.haproxy import accepts
 
 CONFIG = ROOT / "deploy" / "nginx" / "nginx.conf"
-INSTALL = "scripts/install-nginx.sh"
+INSTALL = "scripts/install-proxies.sh"
 
 
 def require() -> None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler
 
-from tests.support.loopback import Loopback
+from tests.support.loopback import JSONHandler, Loopback
 
 Scorer = Callable[[str, Sequence[str]], list[float]]
 
@@ -55,21 +55,11 @@ class RerankServer(Loopback):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
                 status, payload = (200, server._answer(body)) if self.path == "/v1/rerank" else (404, b"{}")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                try:
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # memsvc gave up waiting (the timeout test)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
+                self.answer(status, payload)
 
         return Handler

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.loopback import Loopback
+from tests.support.loopback import JSONHandler, Loopback
 
 Script = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
@@ -58,20 +58,13 @@ class ResponsesServer(Loopback):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 status, payload = 404, b'{"error": {"message": "unknown path"}}'
                 if self.path.endswith("/responses") and not body.get("stream"):
                     status, payload = 200, server._reply(body)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.answer(status, payload)
 
         return Handler
 
