@@ -86,13 +86,17 @@ def comparable(results: list[dict[str, Any]], *, across_servers: bool = False) -
     its own way), and Reset's vector count goes (messages are embedded in the
     background, so how many are stored when Reset runs is a race).
     `across_servers`: the results came from different shards, so which server
-    answered goes too."""
+    answered goes too, and so does the order of keyword hits: each shard ranks
+    by the statistics of its own archive, so near ties fall either way."""
     dropped = {"vectors", *SERVER_FIELDS} if across_servers else {"vectors"}
 
     def visit(value: Any) -> Any:
         if isinstance(value, dict):
-            return {key: (("positive" if item > 0 else "negative") if key == "score" else visit(item))
+            kept = {key: (("positive" if item > 0 else "negative") if key == "score" else visit(item))
                     for key, item in value.items() if key not in dropped}
+            if across_servers and "hits" in kept:
+                kept["hits"] = sorted(kept["hits"], key=lambda hit: int(hit["message"]["id"]))
+            return kept
         if isinstance(value, list):
             return [visit(item) for item in value]
         return value
