@@ -124,10 +124,11 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
             results = self.app.searcher.search(query)
             return pb.SearchResponse(hits=[convert.hit(hit) for hit in results.hits], unsearched=results.unsearched)
 
-        if self.app.searcher.may_wait(query):  # an embedding endpoint or an index to load: not the pool's turn
-            return await asyncio.to_thread(search)
-        if self.app.searcher.quick(query):  # a scan shorter than the hop to the pool and back
+        placement = self.app.searcher.placement(query)
+        if placement == "loop":
             return search()
+        if placement == "thread":  # an embedding endpoint or an index to load: not the pool's turn
+            return await asyncio.to_thread(search)
         return await self.searches.run(query.session_id, search)
 
     @translated

@@ -49,7 +49,7 @@ class HybridSearch:
 
     def may_wait(self, query: Query) -> bool:
         """A rerank is an HTTP call; the semantic half may wait too."""
-        return self.reranker.enabled or self.semantic.may_wait(query)
+        return self.reranker.enabled or self.semantic.placement(query) == "thread"
 
     def search(self, query: Query, limits: Bounds) -> Results:
         if not query.text.strip():

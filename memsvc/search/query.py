@@ -24,6 +24,9 @@ MAX_QUERY_CHARS = 8192
 
 Match = Literal["semantic", "keyword", "hybrid"]
 SourceName = Literal["recent", "archive"]
+Placement = Literal["loop", "pool", "thread"]
+"""Where a search runs: on the event loop (shorter than any hop), on the bounded searches pool
+(it computes), or on a thread of its own (it may wait on an endpoint or the disk)."""
 
 
 class Query(msgspec.Struct, kw_only=True):

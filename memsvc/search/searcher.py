@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from memsvc.search.hybrid import HybridSearch
 from memsvc.search.keyword import KeywordSearch
-from memsvc.search.query import Query, Results, bounds
+from memsvc.search.query import Placement, Query, Results, bounds
 from memsvc.search.semantic import SemanticSearch
 
 
@@ -24,15 +24,14 @@ class Searcher:
         self.hybrid = hybrid
         self.clock = clock
 
-    def may_wait(self, query: Query) -> bool:
-        """Semantic and hybrid search may load a session's index or call an embedding or rerank endpoint."""
+    def placement(self, query: Query) -> Placement:
+        """Semantic and hybrid search may load a session's index or call an embedding or rerank endpoint;
+        keyword search computes."""
         if query.match == "keyword":
-            return False
-        return self.hybrid.may_wait(query) if query.match == "hybrid" else self.semantic.may_wait(query)
-
-    def quick(self, query: Query) -> bool:
-        """A semantic search that scans a small index in memory: it may run where it is asked."""
-        return query.match == "semantic" and self.semantic.quick(query)
+            return "pool"
+        if query.match == "hybrid":
+            return "thread" if self.hybrid.may_wait(query) else "pool"
+        return self.semantic.placement(query)
 
     def search(self, query: Query) -> Results:
         limits = bounds(query, self.clock())

@@ -15,7 +15,7 @@ from memsvc.core.errors import InvalidArgument
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.search.expansion import expand
-from memsvc.search.query import Bounds, Query, Results
+from memsvc.search.query import Bounds, Placement, Query, Results
 from memsvc.vectors.embedders.base import Embedder
 from memsvc.vectors.generation import EXACT_ITEMS, Eligible
 from memsvc.vectors.store import Nearest, VectorStore
@@ -28,21 +28,14 @@ class SemanticSearch:
         self.vectors = vectors
         self.embedder = embedder
 
-    def may_wait(self, query: Query) -> bool:
-        """False when the search needs no thread: an instant embedder (or the client's
-        vector) and an index already in memory with nothing pending."""
-        return self._ready_rows(query) is None
-
-    def quick(self, query: Query) -> bool:
-        """True when the search is one exact scan of at most EXACT_ITEMS vectors in memory (~0.2-0.4 ms at
-        10,000 of 256 dimensions): cheaper to run than the hop to a thread and back."""
-        rows = self._ready_rows(query)
-        return rows is not None and rows <= EXACT_ITEMS
-
-    def _ready_rows(self, query: Query) -> int | None:
-        if not (query.vector or self.embedder.instant):
-            return None
-        return self.vectors.ready_rows(query.session_id)
+    def placement(self, query: Query) -> Placement:
+        """A thread unless the embedder is instant (or the client sent the vector) and the index is in
+        memory with nothing pending; then the loop when that is one exact scan of at most EXACT_ITEMS
+        vectors (~0.2-0.4 ms at 10,000 of 256 dimensions, less than the hop to a thread and back)."""
+        rows = self.vectors.ready_rows(query.session_id) if query.vector or self.embedder.instant else None
+        if rows is None:
+            return "thread"
+        return "loop" if rows <= EXACT_ITEMS else "pool"
 
     def search(self, query: Query, limits: Bounds) -> Results:
         found = self.nearest(query, limits)
