@@ -138,8 +138,10 @@ def _ranked_run(run: tuple[str, ...]) -> list[Term]:
     return [Term(run)] + [Term(run[start:start + 2]) for start in range(len(run) - 1)]
 
 
+@functools.lru_cache(maxsize=1024)
 def parse(query: str, require_all: bool = False) -> KeywordQuery:
-    """The terms of a query; an empty KeywordQuery when it holds no word."""
+    """The terms of a query; an empty KeywordQuery when it holds no word. Cached (the result is
+    immutable): where a search runs is decided from the same terms it then searches for."""
     required: list[Term] = []
     optional: list[Term] = []
     phrases = [Term(tokens) for phrase in _QUOTED.findall(query) if (tokens := tuple(tokenize(phrase)))]

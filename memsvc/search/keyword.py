@@ -20,9 +20,26 @@ from memsvc.archive.index import Archive
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.records import Record
 from memsvc.search.expansion import AFTER, BEFORE, expand
-from memsvc.search.query import Bounds, Hit, Query, Results
+from memsvc.search.query import Bounds, Hit, Placement, Query, Results
 from memsvc.search.recent import RecentIndexes, RecentTerms
 from memsvc.window.sessions import Sessions
+
+
+class LoopBudget(msgspec.Struct, frozen=True):
+    """What a keyword search may read and still run on the event loop (a pool hop costs ~0.2 ms, as much as
+    a warm search): its work is bounded before it starts by the postings its tokens hold, not by its words."""
+
+    text_chars: int = 512
+    tokens: int = 8
+    archive_postings: int = 100_000
+    "Tantivy reads this many postings in ~0.1 ms; a session filter only skips within them."
+    recent_postings: int = 2_000
+    "Recent matches are scored in Python, ~0.3 us a posting."
+    unindexed: int = 16
+    "Recent messages not yet in the session's term index, tokenized before the search."
+
+
+LOOP_BUDGET = LoopBudget()
 
 
 class Found(msgspec.Struct):
@@ -35,10 +52,32 @@ class Found(msgspec.Struct):
 
 
 class KeywordSearch:
-    def __init__(self, sessions: Sessions, archive: Archive):
+    def __init__(self, sessions: Sessions, archive: Archive, loop_budget: LoopBudget = LOOP_BUDGET):
         self.sessions = sessions
         self.archive = archive
+        self.loop_budget = loop_budget
         self.recent_terms = RecentIndexes()
+
+    def placement(self, query: Query) -> Placement:
+        """The loop when the search is within `loop_budget`: the session open with its recent terms indexed
+        (nothing to load or build), a short query of few tokens, few postings, no context to read; else the
+        pool."""
+        budget = self.loop_budget
+        if query.with_context or len(query.text) > budget.text_chars:
+            return "pool"
+        session = self.sessions.in_memory(query.session_id)
+        unindexed = None if session is None else self.recent_terms.unindexed(session)
+        if session is None or unindexed is None or unindexed > budget.unindexed:
+            return "pool"
+        terms = keywords.parse(query.text, query.require_all_words)
+        tokens = {token for term in terms.terms for token in term.tokens}
+        if not tokens or len(tokens) > budget.tokens:
+            return "pool"
+        index = self.recent_terms.of(session)
+        if sum(index.doc_freq(token) for token in tokens) > budget.recent_postings:
+            return "pool"
+        archived = self.archive.statistics(terms).doc_freq
+        return "loop" if sum(archived.values()) <= budget.archive_postings else "pool"
 
     def search(self, query: Query, limits: Bounds) -> Results:
         """Matches best first; with `with_context`, in runs with their neighbours instead."""

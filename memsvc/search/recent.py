@@ -95,6 +95,16 @@ class RecentIndexes:
         self._indexes: weakref.WeakKeyDictionary[Session, RecentTerms] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
+    def unindexed(self, session: Session) -> int | None:
+        """How many of the session's records its index has yet to take in; None when it has no index
+        over them (a first search, or after a compaction or reset), which would be built from scratch."""
+        records = session.records
+        with self._lock:
+            index = self._indexes.get(session)
+        if index is None or index.records is not records:
+            return None
+        return len(records) - len(index.lengths)
+
     def of(self, session: Session) -> RecentTerms:
         records = session.records
         with self._lock:

@@ -26,9 +26,9 @@ class Searcher:
 
     def placement(self, query: Query) -> Placement:
         """Semantic and hybrid search may load a session's index or call an embedding or rerank endpoint;
-        keyword search computes."""
+        keyword search computes, on the loop when it is known to be short."""
         if query.match == "keyword":
-            return "pool"
+            return self.keyword.placement(query)
         if query.match == "hybrid":
             return "thread" if self.hybrid.may_wait(query) else "pool"
         return self.semantic.placement(query)

@@ -138,6 +138,11 @@ class Registry:
             return None
         return self._get(session_id)
 
+    def in_memory(self, session_id: str) -> Session | None:
+        """The session if it is open now, else None: never reads the disk or opens it."""
+        with self._registry:
+            return self._open.get(session_id)
+
     def require(self, session_id: str) -> Session:
         session = self.reading(session_id)
         if session is None:
