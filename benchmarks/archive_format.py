@@ -1,6 +1,6 @@
 """The archive's one-time move to the current index version at start, against opening the moved index again.
 
-An archive of the first releases (`index/`, version 1) is copied into `index-v3/` document by
+An archive of the first releases (`index/`, version 1) is copied into `index-v4/` document by
 document, analyzed anew, before the server serves (memsvc/archive/reindex.py). This builds a
 version-1 index of `--messages` messages in 100 sessions with the schema and analyzer of that time,
 times the first start (the move) and a second start over the moved index, side by side, and writes

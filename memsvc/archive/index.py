@@ -1,6 +1,6 @@
 """The full-text archive: every message ever appended, in Tantivy.
 
-Owns `.store/archive/` (the Tantivy index in `index-v3/`, moved there from an
+Owns `.store/archive/` (the Tantivy index in `index-v4/`, moved there from an
 older analyzer or schema by reindex.py, and `cutoffs.json` holding each
 session's compact cutoff `start_at`), opening the index,
 handing changes to its one writer thread (writer.py: batched commits), and
@@ -122,8 +122,7 @@ class Archive:
             self.damage.found(ORPHANED, remedy=ORPHANED_REMEDY)
             return None
         try:
-            index = tantivy.Index(self.schema, path=str(index_dir))
-            index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
+            index = reindex.open_index(index_dir, self.schema)
             return index, index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
         except BaseException as exc:
             if not engine_failure(exc):

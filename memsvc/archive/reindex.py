@@ -5,8 +5,9 @@ schema refuses to open with the current one) nor change how it analyzed the
 words it holds. So each version has its own directory: `index/` (1: the first
 releases), `index-v2/` (2: the stored `payload` field, with the first
 analyzer), `index-v3/` (3: the payload and keywords.py's stemming analyzer),
-and so on after it. A change to the schema or to keywords.analyzer() needs a
-new VERSION. At start, when the current directory holds no committed index,
+`index-v4/` (4: the same, its stored documents in small blocks, DOC_STORE),
+and so on after it. A change to the schema, to keywords.analyzer() or to
+DOC_STORE needs a new VERSION. At start, when the current directory holds no committed index,
 the newest older one is opened with its own schema and every stored document
 of it, of every session, with all its fields, is written into
 `index-vN.reindex/` with the current schema and analyzer; only once that is
@@ -37,6 +38,7 @@ import os
 import time
 from pathlib import Path
 
+import msgspec
 import tantivy
 
 from memsvc.archive import keywords
@@ -45,8 +47,13 @@ from memsvc.core import durable, failpoints
 
 log = logging.getLogger(__name__)
 
-VERSION = 3
-"The index this server writes: 2 added the stored `payload` field, 3 keywords.py's stemming analyzer."
+VERSION = 4
+"""The index this server writes: 2 added the stored `payload` field, 3 keywords.py's stemming analyzer,
+4 DOC_STORE."""
+DOC_STORE = {"docstore_compression": "lz4", "docstore_blocksize": 2048}
+"""How Tantivy lays out stored documents (its IndexSettings, kept in meta.json). Each hit of a search is
+read from its block, decompressed whole: 2 KiB blocks read a stored message in ~5 us where Tantivy's
+default 16 KiB took ~11 us (10 hits: half a keyword query), for a document store ~19% larger."""
 WRITER_HEAP_BYTES = 64 * 1024 * 1024
 COPY_BATCH = 10_000
 "Documents read per query while copying: the hits of a whole large index at once would take hundreds of MB."
@@ -84,6 +91,23 @@ def current_index(directory: Path, schema: tantivy.Schema) -> Path:
         for path in older:
             _remove_older(path)
     return current
+
+
+def open_index(path: Path, schema: tantivy.Schema) -> tantivy.Index:
+    """The index at `path`, made with DOC_STORE's layout if it holds none yet.
+
+    tantivy-py creates an index with Tantivy's default settings only; they can be changed in meta.json
+    while the index holds no segment, and Tantivy then writes every segment with them (merges too).
+    """
+    index = tantivy.Index(schema, path=str(path))  # Tantivy says what is wrong with a damaged meta.json
+    meta_path = path / "meta.json"
+    meta = msgspec.json.decode(meta_path.read_bytes())
+    if not meta["segments"] and meta["index_settings"] != {**meta["index_settings"], **DOC_STORE}:
+        meta["index_settings"].update(DOC_STORE)  # also when a kill came between the two writes
+        durable.atomic_write(meta_path, msgspec.json.encode(meta))
+        index = tantivy.Index(schema, path=str(path))
+    index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
+    return index
 
 
 def _committed(path: Path) -> bool:
@@ -136,8 +160,7 @@ def _copy(source: Path, target: Path, schema: tantivy.Schema) -> int:
     """Every live document of `source`, every field, into a new index at `target`, analyzed anew; how many."""
     old = tantivy.Index.open(str(source))  # with its own schema: the current one would be refused
     durable.ensure_dir(target)
-    new = tantivy.Index(schema, path=str(target))
-    new.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer())
+    new = open_index(target, schema)
     writer = new.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
     searcher = old.searcher()
     everything = tantivy.Query.all_query()

@@ -1,11 +1,14 @@
 """The archive's move to the current index version at start: an index of the first releases (version 1:
-no payload field, the first analyzer) or of version 2 (payloads, the first analyzer) is copied, every
-document with every field, into `index-v3/` and analyzed anew; a stop at any step loses nothing."""
+no payload field, the first analyzer), of version 2 (payloads, the first analyzer) or of version 3 (the
+stemming analyzer, Tantivy's default 16 KiB blocks of stored documents) is copied, every document with
+every field, into `index-v4/`, analyzed anew and stored in DOC_STORE's blocks; a stop at any step loses
+nothing."""
 
 from pathlib import Path
 
 import msgspec
 import pytest
+import tantivy
 
 from memsvc.archive import keywords, reindex
 from memsvc.archive.index import Archive, Cutoffs, _schema
@@ -30,19 +33,25 @@ def index_dirs(store: Path) -> list[str]:
 CURRENT = reindex.index_dir(Path(), reindex.VERSION).name
 
 
-@pytest.mark.parametrize("version", [1, 2])
+def settings(index_dir: Path) -> dict[str, object]:
+    meta = msgspec.json.decode((index_dir / "meta.json").read_bytes())
+    assert isinstance(meta, dict)
+    return dict(meta["index_settings"])
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_older_index_is_moved_with_every_field_and_analyzed_anew(tmp_path: Path, version: int):
     store = tmp_path / ".store"
-    old_index(store, version, {"f": FRAMEWORK, "g": numbered(3)}, deleted={"g": [2]} if version == 2 else None)
+    old_index(store, version, {"f": FRAMEWORK, "g": numbered(3)}, deleted={"g": [2]} if version >= 2 else None)
     cutoffs = store / "archive" / "cutoffs.json"
     cutoffs.write_bytes(msgspec.json.encode(Cutoffs({"f": 104})))
     archive = Archive(store, commit_interval=0.01)
     try:
         moved = archive.messages("f", 0, 100)
-        expected = FRAMEWORK if version == 2 else [msgspec.structs.replace(r, payload="") for r in FRAMEWORK]
+        expected = FRAMEWORK if version >= 2 else [msgspec.structs.replace(r, payload="") for r in FRAMEWORK]
         assert moved == expected, "ids, roles, senders, times, contents and payloads byte for byte"
-        assert archive.stored("f", [3])[0].payload.encode() == (PAYLOAD.encode() if version == 2 else b"")
-        assert [r.id for r in archive.messages("g", 0, 100)] == ([1, 3] if version == 2 else [1, 2, 3])
+        assert archive.stored("f", [3])[0].payload.encode() == (PAYLOAD.encode() if version >= 2 else b"")
+        assert [r.id for r in archive.messages("g", 0, 100)] == ([1, 3] if version >= 2 else [1, 2, 3])
         assert found(archive, "f", "deploying") == [2], "stemmed by the current analyzer"
         assert found(archive, "f", "沙盒") == [5]
         assert archive.start_at("f") == 104, "the cutoffs are the archive's, not the index's: kept"
@@ -52,11 +61,29 @@ def test_an_older_index_is_moved_with_every_field_and_analyzed_anew(tmp_path: Pa
     finally:
         archive.close()
     assert index_dirs(store) == [CURRENT]
+    assert settings(store / "archive" / CURRENT) == reindex.DOC_STORE
     reopened = Archive(store, commit_interval=0.01)
     try:
         assert found(reopened, "f", "deploy") == [2] and reopened.count("f") == 6
     finally:
         reopened.close()
+
+
+def test_a_new_index_stores_documents_in_small_blocks_even_after_a_kill_between_its_first_writes(
+        tmp_path: Path):
+    store = tmp_path / ".store"
+    current = store / "archive" / CURRENT
+    current.mkdir(parents=True)
+    tantivy.Index(_schema(), path=str(current))  # what a kill right after Tantivy made the index leaves
+    assert settings(current)["docstore_blocksize"] == 16384, "Tantivy's default"
+    archive = Archive(store, commit_interval=0.01)
+    try:
+        archive.appended("s", [Record(id=1, role="user", content="we deployed the fixes", send_at=1)])
+        archive.flush()
+        assert found(archive, "s", "deploy") == [1]
+    finally:
+        archive.close()
+    assert settings(current) == reindex.DOC_STORE, "kept by every commit after it"
 
 
 def test_more_documents_than_one_copy_batch_are_each_moved_once(tmp_path: Path):

@@ -15,8 +15,15 @@ from memsvc_client import MemsvcError
 from tests.support import wait_for
 
 
-def failing(make_server, spec: str, *args: str):
-    return make_server(*args, env={"MEMSVC_FAILPOINTS": spec})
+def failing(make_server, spec: str, *args: str, started_before: bool = False):
+    """A server failing at `spec`'s points. `started_before`: from its second start, once the data
+    directory holds its archive index (whose making is an atomic write of its own)."""
+    if not started_before:
+        return make_server(*args, env={"MEMSVC_FAILPOINTS": spec})
+    server = make_server(*args)
+    server.terminate()
+    server.env["MEMSVC_FAILPOINTS"] = spec
+    return server.start()
 
 
 def contents(client, session_id: str) -> list[str]:
@@ -77,7 +84,7 @@ def test_kill_inside_an_append_keeps_every_acknowledged_one(make_server, point):
 @pytest.mark.parametrize("point", ["lifecycle.compact.flushed", "durable.atomic_write.synced",
                                    "durable.atomic_write.renamed"])
 def test_kill_inside_a_compaction_loses_nothing(make_server, point):
-    server = failing(make_server, f"{point}=kill@1", "--max-history-messages", "2")
+    server = failing(make_server, f"{point}=kill@1", "--max-history-messages", "2", started_before=True)
     with server.client() as client:
         for index in range(6):
             client.append("s", [("user", f"k{index}x"), ("assistant", "ok")])
@@ -200,7 +207,7 @@ def tokens_found(client, session_id: str, tokens: list[str]) -> list[int]:
 ])
 def test_a_reset_or_removal_killed_part_way_is_done_in_full_or_not_at_all(make_server, action, point, compacted,
                                                                          done):
-    server = failing(make_server, f"{point}=kill@1", "--max-history-messages", "2")
+    server = failing(make_server, f"{point}=kill@1", "--max-history-messages", "2", started_before=True)
     tokens = [f"t{index}x" for index in range(6)]
     with server.client() as client:
         for token in tokens:
@@ -236,7 +243,7 @@ def test_a_reset_or_removal_killed_part_way_is_done_in_full_or_not_at_all(make_s
     ("durable.atomic_write.renamed=kill@2", False, True),  # .next_id raised, history.json not yet rewritten
 ])
 def test_a_deletion_killed_part_way_is_done_in_full_or_not_at_all(make_server, point, compacted, done):
-    server = failing(make_server, point, "--max-history-messages", "2")
+    server = failing(make_server, point, "--max-history-messages", "2", started_before=True)
     tokens = [f"t{index}x" for index in range(6)]
     with server.client() as client:
         for token in tokens:

@@ -42,13 +42,13 @@ def _schema(version: int) -> tantivy.Schema:
 
 def old_index(store: Path, version: int, sessions: dict[str, list[Record]],
               deleted: dict[str, list[int]] | None = None) -> Path:
-    """`.store/archive/` as memsvc of `version` (1 or 2) wrote it, holding these records; `deleted` ones
-    were then deleted (DeleteMessages, version 2). Returns the index directory."""
+    """`.store/archive/` as memsvc of `version` (1, 2 or 3) wrote it, holding these records; `deleted` ones
+    were then deleted (DeleteMessages, version 2 on). Returns the index directory."""
     directory = reindex.index_dir(store / "archive", version)
     directory.mkdir(parents=True)
     schema = _schema(version)
-    index = tantivy.Index(schema, path=str(directory))
-    index.register_tokenizer(keywords.ANALYZER_NAME, FIRST_ANALYZER)
+    index = tantivy.Index(schema, path=str(directory))  # Tantivy's default layout of stored documents
+    index.register_tokenizer(keywords.ANALYZER_NAME, keywords.analyzer() if version >= 3 else FIRST_ANALYZER)
     writer = index.writer(heap_size=15_000_000, num_threads=1)
     for session_id, records in sessions.items():
         for record in records:
