@@ -18,7 +18,7 @@ import grpc
 
 from memsvc.app import App
 from memsvc.rpc import convert
-from memsvc.rpc.offload import FairPool
+from memsvc.rpc.offload import FairPool, settled_here
 from memsvc.rpc.status import translated
 from memsvc.window.appending import AppendResult
 from memsvc_client.v1 import memory_pb2 as pb
@@ -61,7 +61,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
             if started is not None and here and not self._journal_write_due:
                 self._journal_write_due = True
                 asyncio.get_running_loop().call_soon(self._write_journal)
-            result = await (asyncio.wrap_future(started) if started is not None
+            result = await (settled_here(started) if started is not None
                             else asyncio.to_thread(sessions.append_prepared, prepared))
         return _acknowledged(result)
 
