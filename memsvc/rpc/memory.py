@@ -41,6 +41,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         self.searches = searches
         self._journal_write_due = False
         "A write of the journal's waiting frames is scheduled on the event loop."
+        self._appending = 0
+        "Appends awaiting their result (the event loop's own count: only it changes it)."
 
     @translated
     async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
@@ -52,17 +54,21 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
             prepared = sessions.prepare(request.session_id, [convert.new_message(message)
                                                              for message in request.messages],
                                         request.idempotency_key)
-            # In memory and free, the session is written from here; on a quick disk the loop syncs the
-            # journal itself, once for every Append of this turn of the loop (no thread hop either way),
-            # on a slow one the journal's thread does, gathering Appends while it waits. Else a worker
+            # In memory and free, the session is written from here. A lone Append on a quick disk: the
+            # loop syncs the journal itself (no thread hop either way); while others are in flight, or on
+            # a slow disk, the journal's thread does, gathering Appends into each sync. Else a worker
             # thread waits for the session.
-            here = sessions.journal.quick
+            here = sessions.journal.quick and not self._appending
             started = sessions.append_nowait(prepared, write_here=here)
             if started is not None and here and not self._journal_write_due:
                 self._journal_write_due = True
                 asyncio.get_running_loop().call_soon(self._write_journal)
-            result = await (settled_here(started) if started is not None
-                            else asyncio.to_thread(sessions.append_prepared, prepared))
+            self._appending += 1
+            try:
+                result = await (settled_here(started) if started is not None
+                                else asyncio.to_thread(sessions.append_prepared, prepared))
+            finally:
+                self._appending -= 1
         return _acknowledged(result)
 
     def _write_journal(self) -> None:
