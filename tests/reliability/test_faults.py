@@ -4,6 +4,7 @@ import collections
 import os
 import subprocess
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import msgspec
 import pytest
 
 from memsvc_client import MemsvcError
-from tests.support import wait_for
+from tests.support import ServerProcess, wait_for
 
 
 def failing(make_server, spec: str, *args: str, started_before: bool = False):
@@ -308,3 +309,16 @@ def test_sigterm_ends_the_server_within_the_grace_even_with_a_call_stuck_in_a_th
             release.set()
             stuck.join()
     assert server.logged("stopping")
+
+
+def test_a_start_that_hangs_is_reported_within_the_start_timeout(tmp_path: Path):
+    # Making the archive index at a first start is an atomic write: held there for a minute.
+    server = ServerProcess(tmp_path / "data", env={"MEMSVC_FAILPOINTS": "durable.atomic_write.synced=delay:60000ms"})
+    started = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match="did not start in time"):
+            server.start(timeout=2)
+        assert time.monotonic() - started < 30, "the harness waited for a line instead of its timeout"
+        assert server.process is not None and server.process.poll() is None, "left running, as it hung"
+    finally:
+        server.kill()

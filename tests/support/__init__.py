@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -58,15 +59,20 @@ class ServerProcess:
                 "--listen", f"127.0.0.1:{self.tcp_port}", "--listen", f"unix://{self.socket_path}", *self.args]
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
+        """Start it and wait for its "serving" line; RuntimeError with its log if it exits first or is not
+        serving within `timeout` (a hung start is left running, for a person to look at)."""
         self.process = subprocess.Popen(self.command(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                         text=True, env=self.env, cwd=ROOT)
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._drain, args=(self.process, lines), daemon=True).start()
         deadline = time.monotonic() + timeout
-        assert self.process.stderr is not None
-        while time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if not line:  # its stderr closed: it exited
                 raise RuntimeError(f"server exited ({self.process.wait()}):\n" + "".join(self.log_lines))
-            self.log_lines.append(line)
             entry = _json(line)
             if entry.get("event") == "serving":
                 for address in entry["addresses"]:
@@ -75,14 +81,16 @@ class ServerProcess:
                     else:
                         self.tcp = address
                 self.health, self.metrics, self.http = (entry.get(port, "") for port in ("health", "metrics", "http"))
-                threading.Thread(target=self._drain, daemon=True).start()
                 return self
         raise RuntimeError("server did not start in time:\n" + "".join(self.log_lines))
 
-    def _drain(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
-        for line in self.process.stderr:
+    def _drain(self, process: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+        """Every line the server logs, read as it comes (a blocking read in start() could outwait its timeout)."""
+        assert process.stderr is not None
+        for line in process.stderr:
             self.log_lines.append(line)
+            lines.put(line)
+        lines.put("")
 
     def logged(self, event: str) -> list[dict]:
         """The JSON log lines of `event` so far."""
