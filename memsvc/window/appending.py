@@ -84,8 +84,7 @@ class Appending(Registry):
         None when it would have to wait (the session not in memory, another writer of it busy, a
         directory to make, a write too large for the journal): then run `append_prepared` on a thread.
         `write_here`: the caller runs `journal.write_waiting()` soon on its thread (when `journal.quick`)."""
-        with self._registry:
-            session = self._open.get(prepared.session_id)
+        session = self.in_memory(prepared.session_id)
         if session is None or self.intents.interrupted(prepared.session_id) is not None:
             return None
         if not session.lock.acquire(blocking=False):

@@ -53,8 +53,7 @@ class Listing(Registry):
     def _info(self, session_id: str) -> SessionInfo | None:
         directory = self.root / session_id
         path = directory / "history.json"
-        with self._registry:
-            session = self._open.get(session_id)
+        session = self.in_memory(session_id)
         try:
             stat = path.stat()
             size, modified = stat.st_size, stat.st_mtime_ns
