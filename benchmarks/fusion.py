@@ -33,7 +33,7 @@ from memsvc.app import App
 from memsvc.core import config
 from memsvc.search.hybrid import fuse
 from memsvc.search.query import Bounds, Query
-from memsvc.window.sessions import NewMessage
+from memsvc.window.incoming import NewMessage
 
 POOL = 200
 KS = (5, 8)
@@ -50,15 +50,15 @@ def keyword_pools(persona: realmem.Persona, data_dir: Path) -> dict[int, tuple[l
         position_of: dict[int, int] = {}
         for start in range(0, len(stored), 500):  # empty turns cannot be appended (nothing to find there)
             chunk = stored[start:start + 500]
-            appended = app.sessions.append(persona.name, [NewMessage(
+            appended = app.tenant().appender.append(persona.name, [NewMessage(
                 role=persona.turns[p].role, content=persona.turns[p].content, send_at=persona.turns[p].send_at)
                 for p in chunk])
             position_of.update({record.id: p for p, record in zip(chunk, appended.records, strict=True)})
-        app.archive.flush(timeout=600)
+        app.tenant().archive.flush(timeout=600)
         pools = {}
         for case in persona.queries:
             until = persona.turns[case.position].send_at
-            found = app.searcher.keyword.ranked(Query(session_id=persona.name, text=case.text, match="keyword"),
+            found = app.tenant().searcher.keyword.ranked(Query(session_id=persona.name, text=case.text, match="keyword"),
                                                 Bounds(POOL, 0, until))
             pools[case.position] = ([position_of[hit.record.id] for hit in found.hits],
                                     [hit.score for hit in found.hits])

@@ -1,16 +1,20 @@
 """The domain, assembled: every store and worker a running server owns.
 
 The one place that builds the collaborators and hands each to the objects
-that talk to it; it owns construction order, what must be done before the
-first call (completing interrupted Resets and removals), what keeps the
-server from serving (`problems`), and shutdown order. Must never speak a
-wire protocol: rpc/server.py binds it to gRPC.
+that talk to it: what every tenant shares (`App`: settings, the journal,
+the embedder, the LLM models, the model table, the jobs) and what each
+tenant has of its own (`Tenant`: its sessions, archive, vectors, summaries,
+lessons and the services over them, under its part of the data directory).
+It owns construction order, what must be done before the first call
+(completing interrupted Resets and removals), what keeps the server from
+serving (`problems`), and shutdown order. Must never speak a wire protocol:
+rpc/server.py binds it to gRPC.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -19,19 +23,27 @@ from memsvc.archive.index import Archive
 from memsvc.core import durable
 from memsvc.core.config import Settings
 from memsvc.core.identity import data_dir_id
+from memsvc.core.layout import DEFAULT_TENANT, Layout, TenantLayout
 from memsvc.core.secrets import read_secret
 from memsvc.core.units import seconds_to_nanos
 from memsvc.fit import refresh
 from memsvc.fit.fitter import Fitter
+from memsvc.journal.journal import Journal
 from memsvc.lessons.backend import LessonStore
 from memsvc.lessons.service import Lessons
 from memsvc.lessons.sqlite import SqliteLessonStore
+from memsvc.lifecycle.cleanup import TemporaryCleanup
+from memsvc.lifecycle.clearing import Clearing
+from memsvc.lifecycle.compaction import Compaction, CompactionQueue
+from memsvc.lifecycle.intents import Intents
 from memsvc.runtime.jobs import Scheduler
 from memsvc.search import rerank
 from memsvc.search.hybrid import HybridSearch
 from memsvc.search.keyword import KeywordSearch
 from memsvc.search.searcher import Searcher
 from memsvc.search.semantic import SemanticSearch
+from memsvc.shards.holds import Holds
+from memsvc.shards.moves import Moves
 from memsvc.summary import llm
 from memsvc.summary.context import Contexts
 from memsvc.summary.decisions import Judge
@@ -40,10 +52,13 @@ from memsvc.transfer.export import Exporter
 from memsvc.transfer.restore import Importer
 from memsvc.transfer.service import Transfers
 from memsvc.vectors import embedders
+from memsvc.vectors.embedders.base import Embedder
 from memsvc.vectors.store import Tuning, VectorStore
-from memsvc.window.lifecycle import CompactionQueue, Lifecycle
-from memsvc.window.moves import Moves
-from memsvc.window.sessions import Sessions
+from memsvc.window.appender import Appender
+from memsvc.window.derived import DerivedStore, EmbeddingSink
+from memsvc.window.lister import Lister
+from memsvc.window.rewriter import Rewriter
+from memsvc.window.store import SessionStore
 from memsvc.window.transcript import Transcript
 
 
@@ -53,14 +68,124 @@ class Problem(msgspec.Struct, frozen=True):
     detail: str
 
 
+class Shared:
+    """What a tenant's services use of the server's shared parts."""
+
+    def __init__(self, settings: Settings, journal: Journal, embedder: Embedder,
+                 reranker: rerank.Reranker, models: tuple[llm.Model | None, llm.Model | None], judge: Judge | None,
+                 model_table: refresh.ModelTable):
+        self.settings = settings
+        self.journal = journal
+        self.embedder = embedder
+        self.reranker = reranker
+        self.models = models
+        self.judge = judge
+        self.model_table = model_table
+
+
+class SessionParts:
+    """Tier 1 of one tenant, each part to be handed on to what uses it (never this bundle itself)."""
+
+    def __init__(self, settings: Settings, places: TenantLayout, journal: Journal, *,
+                 derived: Sequence[DerivedStore], embeddings: EmbeddingSink | None,
+                 on_oversize: Callable[[str], None], clock: Callable[[], int] = time.time_ns):
+        durable.ensure_dir(places.sessions_dir)
+        self.holds = Holds(places, clock)
+        self.intents = Intents(places)
+        self.store = SessionStore(settings, places, journal, holds=self.holds, intents=self.intents,
+                                  derived=derived,
+                                  storage=durable.DataPaths([Path(settings.data_dir), places.sessions_dir]))
+        self.appender = Appender(settings, self.store, derived=derived, embeddings=embeddings,
+                                 on_oversize=on_oversize, clock=clock)
+        self.rewriter = Rewriter(self.store)
+        self.lister = Lister(places, self.store, self.store.storage)
+
+
+class Tenant:
+    """One tenant's memory: its sessions and every store and service over them, under `places`."""
+
+    def __init__(self, shared: Shared, places: TenantLayout, lesson_store: LessonStore, *,
+                 lessons_clock: Callable[[], int] = time.time_ns, clock: Callable[[], int] = time.time_ns):
+        settings = shared.settings
+        summary_model, _ = shared.models
+        self.name = places.name
+        self.places = places
+        self.archive = Archive(places.store_dir, settings.archive_commit_seconds)
+        tuning = Tuning(settings.vector_rebuild_rows, settings.vector_trees, settings.vector_search_k)
+        self.vectors = VectorStore(places.vectors_dir, shared.embedder, tuning)
+        derived: list[DerivedStore] = [self.archive, self.vectors]
+        compactions = CompactionQueue()
+        parts = SessionParts(settings, places, shared.journal, derived=derived, embeddings=self.vectors,
+                             on_oversize=compactions.request, clock=clock)
+        self.holds, intents, self.store = parts.holds, parts.intents, parts.store
+        self.appender, rewriter, self.lister = parts.appender, parts.rewriter, parts.lister
+        # Reads across the compaction cut: messages compacted out before a run are still summarized.
+        self.transcript = Transcript(self.store, self.archive)
+        self.summarizer = Summarizer(settings, self.store, self.lister, self.transcript.messages_after,
+                                     summary_model, shared.judge)
+        self.compaction = Compaction(settings, self.store, rewriter, self.archive, derived, compactions)
+        self.clearing = Clearing(settings, self.store, rewriter, intents, self.archive, derived,
+                                 exclusive=[self.summarizer.guard])
+        self.cleanup = TemporaryCleanup(self.lister, self.clearing.remove, clock)
+        self.contexts = Contexts(self.store, shared.judge, cached_sessions=settings.max_open_sessions)
+        # Exports, holds and drops wait for a summary run on the session, as Reset does.
+        moves = Moves(self.store, rewriter, self.holds)
+        importer = Importer(settings, moves, self.archive)
+        importer.recover()
+        self.transfers = Transfers(
+            self.clearing, moves, self.archive, derived,
+            Exporter(self.store, moves, self.archive, exclusive=[self.summarizer.guard],
+                     shard_name=settings.shard_name),
+            importer, exclusive=[self.summarizer.guard])
+        keyword = KeywordSearch(self.store, self.archive)
+        semantic = SemanticSearch(self.store, self.vectors, shared.embedder,
+                                  window_size=settings.max_history_messages)
+        self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic, shared.reranker))
+        self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
+                               embedder=shared.embedder)
+        # In-run compaction: the model table refreshes itself in the background, never on a request.
+        self.fitter = Fitter(settings, shared.model_table, self.summarizer, summary_model)
+        self.stores = durable.DataPaths([places.store_dir])
+        # Before the first call: a Reset or removal a kill interrupted is done in full, never left half done.
+        self.clearing.finish_interrupted()
+
+    def schedule(self, jobs: Scheduler, settings: Settings) -> None:
+        """The tenant's periodic work (the default tenant's job names carry no suffix)."""
+        suffix = "" if self.name == DEFAULT_TENANT else f":{self.name}"
+        jobs.register(f"summary{suffix}", settings.summary_schedule, self.summarizer.run_job)
+        jobs.register(f"temp-cleanup{suffix}", "* * * * *", self.cleanup.remove_idle)
+        jobs.register(f"finish-interrupted{suffix}", "* * * * *", self.clearing.finish_interrupted)
+        jobs.register(f"lesson-purge{suffix}", settings.error_purge_schedule, self.lessons.purge_expired)
+
+    def problems(self) -> list[Problem]:
+        found = []
+        missing: Path | None = self.store.storage.missing() or self.stores.missing()
+        if missing is not None:
+            found.append(Problem("data_dir", f"{missing} was deleted or replaced while the server ran"))
+        if self.archive.damage.problem is not None:
+            found.append(Problem("archive", self.archive.damage.problem))
+        return found
+
+    def stop(self) -> None:
+        """Stop starting work (a summary run in flight finishes its chunk)."""
+        self.summarizer.stop()
+
+    def close(self, left: Callable[[], float]) -> None:
+        self.compaction.close(timeout=left())
+        self.archive.close(timeout=left())
+        self.vectors.close(timeout=left())
+        self.lessons.close()
+
+
 class App:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.started_at = time.time_ns()
         self.data_dir_id = data_dir_id(Path(settings.data_dir))
         # Settings that can be wrong (LLM endpoint, embedder, cron) are checked before any thread starts.
-        summary_model, decision_model = self.models = llm.models(settings)
-        self.judge = Judge(decision_model, settings) if decision_model else None
+        self.models = llm.models(settings)
+        decision_model = self.models[1]
+        judge = Judge(decision_model, settings) if decision_model else None
         self.embedder = embedders.from_settings(settings)
         self.reranker = rerank.from_settings(settings)
         self.model_table = refresh.from_settings(settings)
@@ -70,60 +195,27 @@ class App:
         def lessons_clock() -> int:
             return time.time_ns() + offset
 
+        self.layout = Layout(settings.data_dir)
+        places = self.layout.tenant()
         # A lesson database that refuses the login fails the start here, before the other stores open.
-        lesson_store = lesson_store_from_settings(settings, lessons_clock)
-
-        self.archive = Archive(settings.store_dir, settings.archive_commit_seconds)
-        tuning = Tuning(settings.vector_rebuild_rows, settings.vector_trees, settings.vector_search_k)
-        self.vectors = VectorStore(settings.store_dir / "vectors", self.embedder, tuning)
-        compactions = CompactionQueue()
-        self.sessions = Sessions(settings, derived=[self.archive, self.vectors], embeddings=self.vectors,
-                                 on_oversize=compactions.request)
-        # Reads across the compaction cut: messages compacted out before a run are still summarized.
-        self.transcript = Transcript(self.sessions, self.archive)
-        self.summarizer = Summarizer(settings, self.sessions, self.transcript.messages_after, summary_model, self.judge)
-        self.lifecycle = Lifecycle(self.sessions, self.archive, compactions, exclusive=[self.summarizer.guard])
-        self.contexts = Contexts(self.sessions, self.judge, cached_sessions=settings.max_open_sessions)
-        # Exports, holds and drops wait for a summary run on the session, as Reset does.
-        moves = Moves(self.sessions)
-        importer = Importer(settings, moves, self.archive)
-        importer.recover()
-        self.transfers = Transfers(
-            self.sessions, self.lifecycle, moves, self.archive,
-            Exporter(self.sessions, moves, self.archive, exclusive=[self.summarizer.guard],
-                     shard_name=settings.shard_name),
-            importer, exclusive=[self.summarizer.guard])
-
-        keyword = KeywordSearch(self.sessions, self.archive)
-        semantic = SemanticSearch(self.sessions, self.vectors, self.embedder)
-        self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic, self.reranker))
-
-        self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
-                               embedder=self.embedder)
-
-        # In-run compaction: the model table refreshes itself in the background, never on a request.
-        self.fitter = Fitter(settings, self.model_table, self.summarizer, summary_model)
+        lesson_store = lesson_store_from_settings(settings, places, lessons_clock)
+        durable.ensure_dir(self.layout.data_dir)
+        # Replays what a crash left into every history.json before anything reads one.
+        self.journal = Journal(self.layout.journal, self.layout.data_dir)
+        self.shared = Shared(settings, self.journal, self.embedder, self.reranker, self.models, judge,
+                             self.model_table)
+        self.tenants = {DEFAULT_TENANT: Tenant(self.shared, places, lesson_store, lessons_clock=lessons_clock)}
         self.model_table.start()
-
-        self.store = durable.DataPaths([settings.store_dir])
-
-        # Before the first call: a Reset or removal a kill interrupted is done in full, never left half done.
-        self.lifecycle.finish_interrupted()
-        self.jobs.register("summary", settings.summary_schedule, self.summarizer.run_job)
-        self.jobs.register("temp-cleanup", "* * * * *", self.lifecycle.remove_idle_temporary)
-        self.jobs.register("finish-interrupted", "* * * * *", self.lifecycle.finish_interrupted)
-        self.jobs.register("lesson-purge", settings.error_purge_schedule, self.lessons.purge_expired)
+        for tenant in self.tenants.values():
+            tenant.schedule(self.jobs, settings)
         self.jobs.start()
+
+    def tenant(self, name: str = DEFAULT_TENANT) -> Tenant:
+        return self.tenants[name]
 
     def problems(self) -> list[Problem]:
         """What keeps the server from serving in full, now; cheap (a few stats) so health can ask often."""
-        found = []
-        missing: Path | None = self.sessions.storage.missing() or self.store.missing()
-        if missing is not None:
-            found.append(Problem("data_dir", f"{missing} was deleted or replaced while the server ran"))
-        if self.archive.damage.problem is not None:
-            found.append(Problem("archive", self.archive.damage.problem))
-        return found
+        return [problem for tenant in self.tenants.values() for problem in tenant.problems()]
 
     def close(self, timeout: float | None = None) -> None:
         """Flush and stop background work within about `timeout` seconds (shutdown_grace_seconds by
@@ -133,24 +225,25 @@ class App:
         def left() -> float:
             return max(0.0, deadline - time.monotonic())
 
-        self.summarizer.stop()
+        for tenant in self.tenants.values():
+            tenant.stop()
         self.jobs.stop(timeout=left())
         self.model_table.close()
         for model in filter(None, self.models):
             model.endpoint.close()
         self.reranker.close()
-        self.lifecycle.close(timeout=left())
-        self.sessions.close()
-        self.archive.close(timeout=left())
-        self.vectors.close(timeout=left())
-        self.lessons.close()
+        for tenant in self.tenants.values():
+            tenant.compaction.close(timeout=left())
+        self.journal.close()
+        for tenant in self.tenants.values():
+            tenant.close(left)
 
 
-def lesson_store_from_settings(settings: Settings, clock: Callable[[], int]) -> LessonStore:
-    """The backend lessons_backend names: this server's SQLite file, or a PostgreSQL database shared by servers."""
+def lesson_store_from_settings(settings: Settings, places: TenantLayout, clock: Callable[[], int]) -> LessonStore:
+    """The backend lessons_backend names: the tenant's SQLite file, or a PostgreSQL database shared by servers."""
     if settings.lessons_backend == "postgres":
         from memsvc.lessons.postgres import PostgresLessonStore  # psycopg loads (~0.1 s) only where it is used
 
         password = read_secret("lessons_password_file", settings.lessons_password_file, "MEMSVC_LESSONS_PASSWORD")
         return PostgresLessonStore(settings.lessons_dsn, password=password, pool_size=settings.lessons_pool_size)
-    return SqliteLessonStore(settings.store_dir / "lessons.sqlite3", clock=clock)
+    return SqliteLessonStore(places.lessons_db, clock=clock)

@@ -13,7 +13,7 @@ from memsvc.app import App
 from memsvc.core import config
 from memsvc.core.errors import InvalidSetting
 from memsvc.search.query import Query
-from memsvc.window.sessions import NewMessage
+from memsvc.window.incoming import NewMessage
 
 
 def settings(tmp_path: Path, **values: str) -> config.Settings:
@@ -24,16 +24,17 @@ def test_an_append_reaches_every_tier_and_close_stops_every_thread(tmp_path: Pat
     before = set(threading.enumerate())
     app = App(settings(tmp_path))
     try:
-        app.sessions.append("s", [NewMessage(role="user", content="we deploy the sandbox on Friday"),
+        app.tenant().appender.append("s", [NewMessage(role="user", content="we deploy the sandbox on Friday"),
                                   NewMessage(role="assistant", content="noted")])
-        app.archive.flush()
-        assert app.archive.count("s") == 2
-        keyword = app.searcher.search(Query(session_id="s", text="sandbox", match="keyword", include_window=True))
+        app.tenant().archive.flush()
+        assert app.tenant().archive.count("s") == 2
+        keyword = app.tenant().searcher.search(Query(session_id="s", text="sandbox", match="keyword",
+                                                     include_window=True))
         assert [hit.record.content for hit in keyword.hits] == ["we deploy the sandbox on Friday"]
-        semantic = app.searcher.search(Query(session_id="s", text="sandbox friday", include_window=True))
+        semantic = app.tenant().searcher.search(Query(session_id="s", text="sandbox friday", include_window=True))
         assert "we deploy the sandbox on Friday" in [hit.record.content for hit in semantic.hits]
-        assert app.contexts.for_turn("s").window[-1].content == "noted"
-        deleted = app.lifecycle.reset("s", keep_summary=False)
+        assert app.tenant().contexts.for_turn("s").window[-1].content == "noted"
+        deleted = app.tenant().clearing.reset("s", keep_summary=False)
         assert (deleted.history_messages, deleted.archived_messages) == (2, 2)
     finally:
         app.close()

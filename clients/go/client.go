@@ -233,20 +233,31 @@ func actsOnSession(method string) bool {
 func sessionHeader(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if named, ok := req.(interface{ GetSessionId() string }); ok && actsOnSession(method) {
-		if id := named.GetSessionId(); id != "" && printableASCII(id) {
-			ctx = metadata.AppendToOutgoingContext(ctx, SessionMetadata, id)
+		if id := named.GetSessionId(); id != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, SessionMetadata, SessionHeader(id))
 		}
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-func printableASCII(text string) bool {
-	for _, r := range text {
-		if r < 0x20 || r > 0x7e {
-			return false
+// SessionHeader is the id as SessionMetadata carries it: its UTF-8 bytes, A-Z a-z 0-9 - . _ ~ as they
+// are and every other byte as %XX (upper-case hex), as the Python and Node clients write it; ids made
+// only of the first kind travel unchanged.
+func SessionHeader(id string) string {
+	const hex = "0123456789ABCDEF"
+	var encoded strings.Builder
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' ||
+			c == '_' || c == '~' {
+			encoded.WriteByte(c)
+		} else {
+			encoded.WriteByte('%')
+			encoded.WriteByte(hex[c>>4])
+			encoded.WriteByte(hex[c&15])
 		}
 	}
-	return true
+	return encoded.String()
 }
 
 func typedErrors(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,

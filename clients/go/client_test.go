@@ -126,7 +126,7 @@ func TestAgainstLiveServer(t *testing.T) {
 			call   func() error
 		}{
 			{"INVALID_SESSION_ID", func() error {
-				_, err := tcp.Append(ctx, &memsvcv1.AppendRequest{SessionId: "bad id!",
+				_, err := tcp.Append(ctx, &memsvcv1.AppendRequest{SessionId: "bad\x00id",
 					Messages: []*memsvcv1.Message{memsvc.User("x")}})
 				return err
 			}},
@@ -145,7 +145,7 @@ func TestAgainstLiveServer(t *testing.T) {
 				return err
 			}},
 			{"INVALID_SESSION_ID", func() error {
-				_, err := unix.GetContext(ctx, &memsvcv1.GetContextRequest{SessionId: "../etc"})
+				_, err := unix.GetContext(ctx, &memsvcv1.GetContextRequest{SessionId: ".."})
 				return err
 			}},
 		}

@@ -33,6 +33,7 @@ from memsvc.archive.integrity import ORPHANED, ORPHANED_REMEDY, Damage, engine_f
 from memsvc.archive.writer import CLOSE_SECONDS, Op, Writer
 from memsvc.core import durable, failpoints
 from memsvc.core.errors import MemsvcError, Unavailable
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.runtime import metrics
@@ -151,7 +152,7 @@ class Archive:
         """Raise ARCHIVE_DAMAGED (or UNAVAILABLE once closing) if a change handed over now cannot commit."""
         self.damage.check()
         if self._writer is not None and self._writer.closing:
-            raise Unavailable("the server is shutting down; retry on the next one", reason="SHUTTING_DOWN")
+            raise Unavailable("the server is shutting down; retry on the next one", reason=Reason.SHUTTING_DOWN)
 
     def writer_alive(self) -> bool:
         """False only when the index opened but its writer thread is gone."""

@@ -22,6 +22,7 @@ from pathlib import Path
 import msgspec
 
 from memsvc.core.errors import FailedPrecondition
+from memsvc.core.reasons import Reason
 
 log = logging.getLogger(__name__)
 
@@ -170,4 +171,4 @@ class Damage:
             raise FailedPrecondition(
                 f"the archive index {self.index_dir} is unusable: {self.problem}. Keyword search, Compact, Reset "
                 "and RemoveSession are refused until it is repaired; history, semantic search and error memory "
-                f"keep working. To repair: {self.remedy}", reason="ARCHIVE_DAMAGED")
+                f"keep working. To repair: {self.remedy}", reason=Reason.ARCHIVE_DAMAGED)

@@ -25,6 +25,7 @@ import tantivy
 from memsvc.archive.integrity import Damage, engine_failure
 from memsvc.core import failpoints
 from memsvc.core.errors import Unavailable
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.runtime import metrics
 
@@ -123,11 +124,11 @@ class Writer:
                 return
             self.damage.check()
             if given_up:
-                raise Unavailable("the server is shutting down; retry on the next one", reason="SHUTTING_DOWN")
+                raise Unavailable("the server is shutting down; retry on the next one", reason=Reason.SHUTTING_DOWN)
             if self._failure is not None:
                 raise Unavailable(f"the archive cannot commit ({self._failure}); retry later",
-                                  reason="ARCHIVE_UNAVAILABLE")
-            raise Unavailable("the archive is behind; retry later", reason="ARCHIVE_BEHIND")
+                                  reason=Reason.ARCHIVE_UNAVAILABLE)
+            raise Unavailable("the archive is behind; retry later", reason=Reason.ARCHIVE_BEHIND)
 
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
         """Commit everything queued (trying for at most `timeout`), then release the index."""

@@ -103,7 +103,8 @@ def import_directory(source: Path, settings: config.Settings) -> int:
 
     from memsvc.archive.index import Archive
     from memsvc.core.durable import DirectoryLock
-    from memsvc.window.importer import import_directory as run_import
+    from memsvc.core.layout import Layout
+    from memsvc.transfer.adoption import adopt_directory
 
     if not source.is_dir():
         print(f"memsvc: {source} is not a directory", file=sys.stderr)
@@ -115,14 +116,15 @@ def import_directory(source: Path, settings: config.Settings) -> int:
         print(f"memsvc: {exc}", file=sys.stderr)
         return 2
     try:
-        archive = Archive(settings.store_dir, settings.archive_commit_seconds)
+        places = Layout(settings.data_dir).tenant()
+        archive = Archive(places.store_dir, settings.archive_commit_seconds)
         if archive.damage.problem is not None:
             print(f"memsvc: cannot import into an unusable archive: {archive.damage.problem}; "
                   f"{archive.damage.remedy}", file=sys.stderr)
             return 2
         try:
-            report = run_import(source, settings.sessions_dir, archive,
-                                progress=lambda items: tqdm(items, unit="session", file=sys.stderr))
+            report = adopt_directory(source, places, archive,
+                                     progress=lambda items: tqdm(items, unit="session", file=sys.stderr))
         finally:
             archive.close()
     finally:

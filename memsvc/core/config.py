@@ -153,14 +153,6 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     shutdown_grace_seconds: float = 10.0
     "How long SIGTERM waits for in-flight calls before cancelling them."
 
-    @property
-    def sessions_dir(self) -> Path:
-        return Path(self.data_dir) / "sessions"
-
-    @property
-    def store_dir(self) -> Path:
-        return Path(self.data_dir) / ".store"
-
 
 def _field_docs() -> dict[str, str]:
     """Setting name -> help text, from the docstrings in the class body."""

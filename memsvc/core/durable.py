@@ -23,6 +23,7 @@ from pathlib import Path
 
 from memsvc.core import failpoints
 from memsvc.core.errors import InvalidSetting, Unavailable
+from memsvc.core.reasons import Reason
 
 
 def _sync(fd: int, data_only: bool = False) -> None:
@@ -267,7 +268,7 @@ class DataPaths:
         if missing is not None:
             raise Unavailable(f"{missing} was deleted or replaced while memsvc was running, so nothing can be "
                               "stored: restore it and restart memsvc (or restart it on an empty data directory)",
-                              reason="DATA_DIR_MISSING")
+                              reason=Reason.DATA_DIR_MISSING)
 
 
 def _identity(path: Path) -> tuple[int, int]:

@@ -15,6 +15,7 @@ import math
 import msgspec
 
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.reasons import Reason
 from memsvc.fit.table import Window
 
 
@@ -33,5 +34,5 @@ def check_threshold(window: Window, threshold: float, reserved: int) -> Budget:
     if tokens <= 0:
         raise InvalidArgument(
             f"reserved_tokens {reserved} leaves no budget: the window of {window.entry or 'the model'} is "
-            f"{window.tokens} tokens and FitContext fills at most {threshold:.0%} of it", reason="NO_BUDGET")
+            f"{window.tokens} tokens and FitContext fills at most {threshold:.0%} of it", reason=Reason.NO_BUDGET)
     return Budget(window, tokens)

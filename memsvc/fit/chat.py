@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.reasons import Reason
 from memsvc.summary.llm import shortened
 from memsvc.summary.rolling import TURN_CONTEXT_PREFIX
 
@@ -114,7 +115,7 @@ class ChatMessage(msgspec.Struct, frozen=True):
 def decode(texts: Sequence[str]) -> list[ChatMessage]:
     """The run's messages; INVALID_ARGUMENT naming the first that is not a chat message."""
     if not texts:
-        raise InvalidArgument("messages is empty: send the run's messages, oldest first", reason="NO_MESSAGES")
+        raise InvalidArgument("messages is empty: send the run's messages, oldest first", reason=Reason.NO_MESSAGES)
     return [_checked(index, text) for index, text in enumerate(texts)]
 
 
@@ -195,4 +196,4 @@ def _calls(shape: _Shape) -> tuple[Call, ...]:
 
 def _invalid(message: str) -> InvalidArgument:
     return InvalidArgument(message + " (each message is one JSON object in the chat-completions shape)",
-                           reason="INVALID_CHAT_MESSAGE")
+                           reason=Reason.INVALID_CHAT_MESSAGE)

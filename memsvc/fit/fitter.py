@@ -21,6 +21,7 @@ import msgspec
 from memsvc.core.config import Settings
 from memsvc.core.errors import FailedPrecondition, InvalidArgument
 from memsvc.core.ids import check_session_id
+from memsvc.core.reasons import Reason
 from memsvc.fit import chat, stages, tokens
 from memsvc.fit.budget import Budget, check_threshold
 from memsvc.fit.refresh import ModelTable
@@ -100,7 +101,7 @@ class Fitter:
         check_session_id(request.session_id)
         if not request.model.strip():
             raise InvalidArgument("model is required: the model about to be called, e.g. gpt-4o",
-                                  reason="MODEL_REQUIRED")
+                                  reason=Reason.MODEL_REQUIRED)
         run = Run(chat.decode(request.messages), tokens.Counter(request.model))
         window = (Window(request.context_window, "request") if request.context_window
                   else self.table.window(request.vendor, request.model))
@@ -114,7 +115,8 @@ class Fitter:
                 f"context) need {kept} tokens, over the budget of {budget.tokens} for {_named(request, window)} "
                 f"({self.settings.fit_threshold:.0%} of its {window.tokens}-token window, less "
                 f"{request.reserved_tokens} reserved): shorten them or use a model with a larger window",
-                reason="CONTEXT_TOO_LARGE", metadata={"kept_tokens": str(kept), "budget_tokens": str(budget.tokens)})
+                reason=Reason.CONTEXT_TOO_LARGE,
+                metadata={"kept_tokens": str(kept), "budget_tokens": str(budget.tokens)})
         check = StageReport("check_threshold", "unchanged", before,
                             f"{before} tokens against a target of {target} (budget {budget.tokens}: "
                             f"{self.settings.fit_threshold:.0%} of {window.tokens} for {_named(request, window)})")
@@ -132,7 +134,7 @@ class Fitter:
                 f"the provider refused {work.before} tokens for {_named(request, work.budget.window)} and nothing "
                 f"is left to compact: only the messages FitContext never drops remain ({run.kept_tokens()} "
                 f"tokens); the model's window must be smaller than the {work.budget.window.tokens} tokens assumed: "
-                "pass context_window", reason="CONTEXT_TOO_LARGE",
+                "pass context_window", reason=Reason.CONTEXT_TOO_LARGE,
                 metadata={"kept_tokens": str(run.kept_tokens()), "sent_tokens": str(work.before)})
         if request.switched:
             work.stages.append(stages.raw_tool_fallback(run, request.previous_model))

@@ -26,6 +26,7 @@ from typing import Any
 from memsvc.core import durable
 from memsvc.core.config import Settings
 from memsvc.core.http import Provider, ProviderFailure
+from memsvc.core.layout import Layout
 from memsvc.fit.table import Entries, InvalidTable, Table, Window, parse_models_list, parse_table
 
 log = logging.getLogger(__name__)
@@ -62,10 +63,11 @@ class Feed:
 
 def from_settings(settings: Settings, clock: Callable[[], float] = time.time) -> ModelTable:
     """The table of the settings: shipped, plus model_table_url and model_info_base_url when set."""
-    durable.ensure_dir(settings.store_dir)
-    table = _feed("model_table_url", settings.model_table_url, "", parse_table, settings.store_dir)
+    store_dir = Layout(settings.data_dir).store_dir
+    durable.ensure_dir(store_dir)
+    table = _feed("model_table_url", settings.model_table_url, "", parse_table, store_dir)
     listed = _feed("model_info_base_url", settings.model_info_base_url.rstrip("/"), MODELS_PATH, parse_models_list,
-                   settings.store_dir)
+                   store_dir)
     return ModelTable(shipped_entries(), table, listed, refresh_seconds=settings.model_table_refresh_seconds,
                       fallback=settings.default_context_window, clock=clock)
 

@@ -17,6 +17,7 @@ from typing import Literal
 import msgspec
 
 from memsvc.core.errors import MemsvcError, NotFound
+from memsvc.core.reasons import Reason
 from memsvc.fit import chat
 from memsvc.fit.run import Exchange, Run
 from memsvc.summary import llm, rolling
@@ -103,7 +104,7 @@ def tool_history(run: Run, model: llm.Model, target: int, language: str, chunk_c
     try:
         reply = model.complete(system, "\n".join(lines))
         if not reply:
-            raise SummaryReplyInvalid("the summary model's reply was empty", reason="LLM_REPLY_EMPTY")
+            raise SummaryReplyInvalid("the summary model's reply was empty", reason=Reason.LLM_REPLY_EMPTY)
     except MemsvcError as error:
         return failed(stage, run, error, "the tool calls are")
     summary = chat.new("user", f"{chat.TOOL_HISTORY_HEADER}\n{reply}")

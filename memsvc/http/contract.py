@@ -22,6 +22,7 @@ from google.protobuf.json_format import ParseError
 from google.protobuf.message import DecodeError
 
 from memsvc.core.errors import MemsvcError, ResourceExhausted
+from memsvc.core.reasons import Reason
 from memsvc.http import calls
 from memsvc.http.gate import Gate
 from memsvc.rpc.malformed import undecodable
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 def _too_large(limit: int) -> ConnectError:
     return calls.connect_error(to_status(ResourceExhausted(
         f"the request is larger than max_request_bytes ({limit} bytes); send less per call",
-        reason="REQUEST_TOO_LARGE")))
+        reason=Reason.REQUEST_TOO_LARGE)))
 
 
 class Contract(ConnectASGIApplication[Mapping[str, object]]):
@@ -90,5 +91,5 @@ class Contract(ConnectASGIApplication[Mapping[str, object]]):
         elif not isinstance(exc, (ConnectError, HTTPException)):
             log.error("unexpected error in the HTTP listener", exc_info=exc)
             exc = calls.connect_error(to_status(MemsvcError(
-                "internal error in the HTTP listener; the server log has the details", reason="INTERNAL")))
+                "internal error in the HTTP listener; the server log has the details", reason=Reason.INTERNAL)))
         await super()._handle_error(exc, ctx, send)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from memsvc.core.errors import ResourceExhausted
+from memsvc.core.reasons import Reason
 from memsvc.rpc.auth import refusal
 
 
@@ -32,7 +33,7 @@ class Gate:
         if self._in_flight >= self._max_in_flight:
             raise ResourceExhausted(f"Concurrent RPC limit exceeded! ({self._max_in_flight} calls in flight on the "
                                     "HTTP listener, max_concurrent_rpcs); retry with backoff",
-                                    reason="CONCURRENT_RPC_LIMIT")
+                                    reason=Reason.CONCURRENT_RPC_LIMIT)
         self._in_flight += 1
         try:
             yield

@@ -23,6 +23,7 @@ import uvicorn
 
 from memsvc.core.config import Settings
 from memsvc.core.errors import InvalidSetting, PermissionDenied
+from memsvc.core.reasons import Reason
 from memsvc.http.contract import Contract
 from memsvc.http.dashboard import Dashboard
 from memsvc.http.gate import Gate
@@ -81,7 +82,7 @@ class Routes:
             return  # lifespan is off; websockets are not served
         host = dict(scope.get("headers", ())).get(b"host", b"").decode("latin-1")
         if not self.hosts.admits(host):
-            await self.contract.refuse(PermissionDenied(self.hosts.refusal(host), reason="HOST_NOT_ALLOWED"), send)
+            await self.contract.refuse(PermissionDenied(self.hosts.refusal(host), reason=Reason.HOST_NOT_ALLOWED), send)
         elif scope["path"].startswith(self.prefixes):
             await self.contract(scope, receive, send)
         else:

@@ -39,9 +39,10 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memsvc.core.errors import FailedPrecondition, InvalidSetting, MemsvcError, Unavailable
+from memsvc.core.reasons import Reason
 from memsvc.lessons.backend import Merge, Renewal, StoredLesson, SymptomKey, haystack
 from memsvc.lessons.model import Lesson
-from memsvc.lessons.postgres_errors import UNAVAILABLE, cause, database_error
+from memsvc.lessons.postgres_errors import cause, database_error
 from memsvc.lessons.postgres_schema import PURGE_LOCK, migrate
 
 log = logging.getLogger(__name__)
@@ -191,11 +192,12 @@ class PostgresLessonStore:
             psycopg.connect(self._dsn, **self._kwargs).close()
         except psycopg.Error as exc:
             error = database_error(exc, what) or Unavailable(
-                f"error memory's database cannot be reached while {what}; retry later", reason=UNAVAILABLE)
+                f"error memory's database cannot be reached while {what}; retry later",
+                reason=Reason.LESSONS_DATABASE_UNAVAILABLE)
             self._failed(error, cause(exc))
             return error
         return Unavailable(f"no connection to error memory's database came free in {POOL_WAIT_SECONDS:g} s "
-                           f"while {what}; retry later", reason=UNAVAILABLE)
+                           f"while {what}; retry later", reason=Reason.LESSONS_DATABASE_UNAVAILABLE)
 
     def _failed(self, error: MemsvcError, why: str) -> None:
         if self._failure is None:

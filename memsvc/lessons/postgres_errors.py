@@ -15,14 +15,7 @@ import re
 import psycopg
 
 from memsvc.core.errors import FailedPrecondition, MemsvcError, ResourceExhausted, Unavailable
-
-UNAVAILABLE = "LESSONS_DATABASE_UNAVAILABLE"
-AUTH_FAILED = "LESSONS_DATABASE_AUTH_FAILED"
-NOT_FOUND = "LESSONS_DATABASE_NOT_FOUND"
-PERMISSION_DENIED = "LESSONS_DATABASE_PERMISSION_DENIED"
-EXHAUSTED = "LESSONS_DATABASE_EXHAUSTED"
-DISK_FULL = "DISK_FULL"
-"The reason a full disk has in every tier."
+from memsvc.core.reasons import Reason
 
 # A refused connection carries no SQLSTATE (libpq keeps only the server's text), so these
 # read the text; a server speaking another language falls through to UNAVAILABLE.
@@ -47,21 +40,23 @@ def database_error(exc: psycopg.Error, what: str) -> MemsvcError | None:
     text = "" if state else str(exc)
     if state == "53100":
         return ResourceExhausted(f"the lesson database's disk is full while {what}; nothing was stored, "
-                                 "free space on the database server and retry", reason=DISK_FULL)
+                                 "free space on the database server and retry", reason=Reason.DISK_FULL)
     if state.startswith("53") or _NO_SLOTS.search(text):
         return ResourceExhausted(f"the lesson database is out of memory or connections while {what}; "
-                                 "retry with backoff, or lower lessons_pool_size", reason=EXHAUSTED)
+                                 "retry with backoff, or lower lessons_pool_size",
+                                 reason=Reason.LESSONS_DATABASE_EXHAUSTED)
     if state.startswith("28") or _LOGIN_REFUSED.search(text):
         return FailedPrecondition("the lesson database refused memsvc's login: check the user in lessons_dsn "
                                   "and the password in lessons_password_file or MEMSVC_LESSONS_PASSWORD",
-                                  reason=AUTH_FAILED)
+                                  reason=Reason.LESSONS_DATABASE_AUTH_FAILED)
     if state == "3D000" or _NO_DATABASE.search(text):
         return FailedPrecondition("the database named in lessons_dsn does not exist: create it (memsvc creates "
-                                  "its tables itself)", reason=NOT_FOUND)
+                                  "its tables itself)", reason=Reason.LESSONS_DATABASE_NOT_FOUND)
     if state == "42501":
         return FailedPrecondition(f"the lesson database's user may not do this while {what}: it needs to own "
-                                  "memsvc's tables, and to create them the first time", reason=PERMISSION_DENIED)
+                                  "memsvc's tables, and to create them the first time",
+                                  reason=Reason.LESSONS_DATABASE_PERMISSION_DENIED)
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or state[:2] in _RETRYABLE_CLASSES:
         return Unavailable(f"error memory's database cannot be reached or is busy while {what}; retry later",
-                           reason=UNAVAILABLE)
+                           reason=Reason.LESSONS_DATABASE_UNAVAILABLE)
     return None

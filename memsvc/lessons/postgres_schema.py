@@ -20,6 +20,7 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from memsvc.core.errors import FailedPrecondition
+from memsvc.core.reasons import Reason
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def migrate(conn: psycopg.Connection[TupleRow]) -> int:
         if found > LATEST:
             raise FailedPrecondition(f"the lesson database's schema is version {found}, newer than this memsvc's "
                                      f"({LATEST}): run the newer memsvc, or point lessons_dsn at another database",
-                                     reason="LESSONS_SCHEMA_TOO_NEW")
+                                     reason=Reason.LESSONS_SCHEMA_TOO_NEW)
         for statements in MIGRATIONS[found:]:
             for statement in statements:
                 conn.execute(statement)

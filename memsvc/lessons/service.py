@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from memsvc.core.errors import InvalidArgument, MemsvcError, NotFound, Unavailable
+from memsvc.core.reasons import Reason
 from memsvc.core.units import NANOS_PER_DAY
 from memsvc.lessons.backend import LessonStore, StoredLesson
 from memsvc.lessons.embedding import LessonEmbedding
@@ -203,9 +204,9 @@ class Lessons:
         most, then the symptom, then cause and action; ties go to the most recently hit."""
         folded = fold(query)
         if not folded:
-            raise InvalidArgument("query is empty: give a keyword to search for", reason="EMPTY_QUERY")
+            raise InvalidArgument("query is empty: give a keyword to search for", reason=Reason.EMPTY_QUERY)
         if len(query) > MAX_QUERY_CHARS:
-            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", reason="QUERY_TOO_LONG")
+            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", reason=Reason.QUERY_TOO_LONG)
         limit = clamp(limit, DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT)
         scored = []  # the backend narrows by the folded haystack; the fields decide here
         for lesson in self.store.containing(folded, self.clock()):
@@ -229,7 +230,7 @@ class Lessons:
     def update_action(self, lesson_id: str, action: str) -> Lesson:
         """Rewrite a lesson's action; its TTL, hits and everything else stay as they were."""
         check_id(lesson_id)
-        action = check_text("action", action)
+        action = check_text("action", action, Reason.ACTION_REQUIRED)
         lesson = self._found(self.store.set_action(lesson_id, action, self.clock()), lesson_id)
         log.info("lesson updated", extra={"id": lesson_id})
         return lesson
@@ -244,5 +245,5 @@ class Lessons:
     def _found(lesson: Lesson | None, lesson_id: str) -> Lesson:
         if lesson is None:
             raise NotFound(f"no error record with id {lesson_id!r} (never stored, deleted or expired)",
-                           reason="ERROR_RECORD_NOT_FOUND")
+                           reason=Reason.ERROR_RECORD_NOT_FOUND)
         return lesson

@@ -17,6 +17,7 @@ import msgspec
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.ids import check_session_id
+from memsvc.core.reasons import Reason
 from memsvc.lessons.model import ERROR_TYPE_PREFIX, OUTCOMES, NewLesson
 
 MAX_TOOL_NAME_CHARS = 128
@@ -36,23 +37,23 @@ def check_new(new: NewLesson) -> NewLesson:
     """The lesson with its text trimmed and its keywords cleaned; raises on anything invalid."""
     tool_name = check_tool_name(new.tool_name)
     if not new.outcome:
-        raise InvalidArgument("outcome is required: resolved, failed or abandoned", reason="OUTCOME_REQUIRED")
+        raise InvalidArgument("outcome is required: resolved, failed or abandoned", reason=Reason.OUTCOME_REQUIRED)
     if new.outcome not in OUTCOMES:
-        raise InvalidArgument(f"outcome must be one of {', '.join(OUTCOMES)}", reason="INVALID_OUTCOME")
-    symptom = check_text("symptom", new.symptom)
+        raise InvalidArgument(f"outcome must be one of {', '.join(OUTCOMES)}", reason=Reason.INVALID_OUTCOME)
+    symptom = check_text("symptom", new.symptom, Reason.SYMPTOM_REQUIRED)
     check_size("cause", new.cause, MAX_TEXT_BYTES)
     if new.outcome == "resolved":
-        check_text("action", new.action)
+        check_text("action", new.action, Reason.ACTION_REQUIRED)
     else:
         check_size("action", new.action, MAX_TEXT_BYTES)
     if new.session_id:
         check_session_id(new.session_id)
     if len(new.keywords) > MAX_KEYWORDS:
-        raise InvalidArgument(f"{len(new.keywords)} keywords; at most {MAX_KEYWORDS}", reason="TOO_MANY_KEYWORDS")
+        raise InvalidArgument(f"{len(new.keywords)} keywords; at most {MAX_KEYWORDS}", reason=Reason.TOO_MANY_KEYWORDS)
     for keyword in new.keywords:
         if len(keyword) > MAX_KEYWORD_CHARS:
             raise InvalidArgument(f"a keyword is longer than {MAX_KEYWORD_CHARS} characters",
-                                  reason="KEYWORD_TOO_LONG")
+                                  reason=Reason.KEYWORD_TOO_LONG)
     return msgspec.structs.replace(new, tool_name=tool_name, symptom=symptom, cause=new.cause.strip(),
                                    action=new.action.strip(), keywords=user_keywords(new.keywords))
 
@@ -60,16 +61,16 @@ def check_new(new: NewLesson) -> NewLesson:
 def check_tool_name(tool_name: str) -> str:
     tool_name = tool_name.strip()
     if not tool_name:
-        raise InvalidArgument("tool_name is required", reason="TOOL_NAME_REQUIRED")
+        raise InvalidArgument("tool_name is required", reason=Reason.TOOL_NAME_REQUIRED)
     if len(tool_name) > MAX_TOOL_NAME_CHARS or any(unicodedata.category(c)[0] == "C" for c in tool_name):
         raise InvalidArgument(f"tool_name must be 1-{MAX_TOOL_NAME_CHARS} printable characters",
-                              reason="INVALID_TOOL_NAME")
+                              reason=Reason.INVALID_TOOL_NAME)
     return tool_name
 
 
-def check_text(field: str, text: str) -> str:
+def check_text(field: str, text: str, required: Reason) -> str:
     if not text.strip():
-        raise InvalidArgument(f"{field} is required and must not be blank", reason=f"{field.upper()}_REQUIRED")
+        raise InvalidArgument(f"{field} is required and must not be blank", reason=required)
     check_size(field, text, MAX_TEXT_BYTES)
     return text.strip()
 
@@ -77,15 +78,15 @@ def check_text(field: str, text: str) -> str:
 def check_size(field: str, text: str, limit: int) -> None:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > limit:
-        raise InvalidArgument(f"{field} is {size} bytes; at most {limit}", reason="FIELD_TOO_LARGE",
+        raise InvalidArgument(f"{field} is {size} bytes; at most {limit}", reason=Reason.FIELD_TOO_LARGE,
                               metadata={"field": field})
 
 
 def check_id(lesson_id: str) -> None:
     if not lesson_id:
-        raise InvalidArgument("id is required", reason="ERROR_ID_REQUIRED")
+        raise InvalidArgument("id is required", reason=Reason.ERROR_ID_REQUIRED)
     if len(lesson_id) > 64:
-        raise InvalidArgument("id is not an error record id", reason="INVALID_ERROR_ID")
+        raise InvalidArgument("id is not an error record id", reason=Reason.INVALID_ERROR_ID)
 
 
 def user_keywords(keywords: list[str]) -> list[str]:
@@ -115,4 +116,4 @@ def decode_token(token: str) -> tuple[int, str]:
         return int(created_at), last_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidArgument("page_token is not one this server issued; start again with an empty token",
-                              reason="INVALID_PAGE_TOKEN") from None
+                              reason=Reason.INVALID_PAGE_TOKEN) from None

@@ -17,6 +17,7 @@ import grpc
 
 from memsvc.core.config import Settings
 from memsvc.core.errors import InvalidSetting, Unauthenticated
+from memsvc.core.reasons import Reason
 from memsvc.rpc.handlers import Behaviour, rewrap
 from memsvc.rpc.status import to_status
 
@@ -69,7 +70,7 @@ def refusal(token: bytes, authorization: str | bytes | None) -> Unauthenticated 
     """
     if authorization is None:
         return Unauthenticated("this server requires 'authorization: Bearer <token>' (gRPC metadata or HTTP header)",
-                               reason="MISSING_TOKEN")
+                               reason=Reason.MISSING_TOKEN)
     text = authorization.decode("latin-1") if isinstance(authorization, bytes) else authorization
     scheme, _, presented = text.partition(" ")
     if scheme.lower() != SCHEME or not hmac.compare_digest(presented.strip().encode(), token):

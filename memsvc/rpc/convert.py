@@ -11,12 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.reasons import Reason
 from memsvc.core.records import ROLES, Record
+from memsvc.lifecycle.clearing import Deleted
 from memsvc.search.query import Hit, Query
 from memsvc.summary.rolling import Summary, encode
 from memsvc.window.incoming import NewMessage
-from memsvc.window.lifecycle import Deleted
-from memsvc.window.listing import SessionInfo
+from memsvc.window.lister import SessionInfo
 from memsvc_client.v1 import memory_pb2 as pb
 
 ROLE_VALUES = {name: pb.Role.Value(f"ROLE_{name.upper()}") for name in ROLES}
@@ -30,7 +31,7 @@ def floats(values: Sequence[float], field: str) -> list[float]:
     Python floats, a 2-million-value vector costs ~60 MB per request."""
     if len(values) > MAX_EMBEDDING_VALUES:
         raise InvalidArgument(f"{field} has {len(values)} values; an embedding has at most {MAX_EMBEDDING_VALUES}",
-                              reason="EMBEDDING_TOO_LARGE")
+                              reason=Reason.EMBEDDING_TOO_LARGE)
     return list(values)
 
 
@@ -74,7 +75,7 @@ RESET_MODES = {pb.RESET_MODE_UNSPECIFIED: "summary", pb.RESET_MODE_SUMMARY: "sum
 def enum_name(value: int, names: Mapping[Any, str], field: str) -> str:
     """The domain name of an enum value; proto3 keeps numbers this server does not know."""
     if value not in names:
-        raise InvalidArgument(f"{field} has unknown value {value}", reason="INVALID_ENUM")
+        raise InvalidArgument(f"{field} has unknown value {value}", reason=Reason.INVALID_ENUM)
     return names[value]
 
 

@@ -29,7 +29,7 @@ OUTCOMES = {"compacted": pb.FIT_OUTCOME_COMPACTED, "unchanged": pb.FIT_OUTCOME_U
 
 class FitServicer(fit_pb2_grpc.FitServiceServicer):
     def __init__(self, app: App):
-        self.fitter = app.fitter
+        self.fitter = app.tenant().fitter
 
     @translated
     async def FitContext(self, request: pb.FitContextRequest,

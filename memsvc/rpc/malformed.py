@@ -19,6 +19,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from memsvc.core.errors import InvalidArgument, MemsvcError, ResourceExhausted
+from memsvc.core.reasons import Reason
 from memsvc.lessons import validation
 from memsvc.rpc.handlers import Behaviour, rewrap
 from memsvc.rpc.status import to_status
@@ -41,7 +42,7 @@ def _tolerant(decode: Callable[[bytes], Any], max_bytes: int | None) -> Callable
         if max_bytes is not None and len(raw) > max_bytes:
             return _Refused(ResourceExhausted(
                 f"the request is {len(raw)} bytes; no valid request of this service exceeds {max_bytes}",
-                reason="REQUEST_TOO_LARGE"))
+                reason=Reason.REQUEST_TOO_LARGE))
         try:
             return decode(raw)
         except DecodeError as error:
@@ -52,7 +53,7 @@ def _tolerant(decode: Callable[[bytes], Any], max_bytes: int | None) -> Callable
 def undecodable(error: Exception) -> InvalidArgument:
     """The refusal of a request whose bytes (or, over HTTP, JSON) do not decode; memsvc/http shares it."""
     return InvalidArgument(f"the request could not be decoded ({error}); send a valid message of the method's "
-                           "request type", reason="MALFORMED_REQUEST")
+                           "request type", reason=Reason.MALFORMED_REQUEST)
 
 
 async def _refuse(request: Any, context: grpc.aio.ServicerContext) -> None:

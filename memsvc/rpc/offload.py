@@ -1,5 +1,4 @@
-"""Running CPU-heavy calls off the event loop, each key served in turn, within limits; and awaiting
-work other threads complete.
+"""Running CPU-heavy calls off the event loop, each key served in turn, within limits.
 
 One event loop answers every RPC, health checks included: a call that
 computes on it for long stalls all of them. A search scans and scores a
@@ -17,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from memsvc.core.errors import ResourceExhausted, Unavailable
+from memsvc.core.reasons import Reason
+from memsvc.runtime.futures import settle
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ class FairPool:
             if self._in_flight[key] >= self.per_key or self._all_in_flight >= self.total:
                 raise ResourceExhausted(
                     f"too many {self.name} calls in flight (at most {self.per_key} for one session, {self.total} "
-                    "in all); retry with backoff", reason="TOO_MANY_IN_FLIGHT")
+                    "in all); retry with backoff", reason=Reason.TOO_MANY_IN_FLIGHT)
             self._in_flight[key] += 1
             self._all_in_flight += 1
             self._waiting.setdefault(key, collections.deque()).append(job)
@@ -90,9 +90,9 @@ class FairPool:
             try:
                 result = job.call()
             except BaseException as exc:  # handed to the caller, whatever it is
-                job.loop.call_soon_threadsafe(_settle, job.done, None, exc)
+                job.loop.call_soon_threadsafe(settle, job.done, None, exc)
             else:
-                job.loop.call_soon_threadsafe(_settle, job.done, result, None)
+                job.loop.call_soon_threadsafe(settle, job.done, result, None)
 
     def close(self) -> None:
         """Start nothing more (waiting calls get UNAVAILABLE); calls still running finish on their own."""
@@ -102,34 +102,5 @@ class FairPool:
             self._waiting.clear()
             self._wake.notify_all()
         for job in waiting:
-            job.loop.call_soon_threadsafe(_settle, job.done, None, Unavailable(
-                "the server is shutting down; retry on the next one", reason="SHUTTING_DOWN"))
-
-
-def settled_here(started: concurrent.futures.Future[T]) -> asyncio.Future[T]:
-    """`started` as a future of the running loop. asyncio.wrap_future always wakes the loop through its
-    self-pipe; an Append whose journal write the loop ran itself completes on the loop's own thread, and
-    is settled there and then (~50 us less per Append here)."""
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[T] = loop.create_future()
-    loop_thread = threading.get_ident()
-
-    def copy(done: concurrent.futures.Future[T]) -> None:
-        error = done.exception()
-        result = None if error is not None else done.result()
-        if threading.get_ident() == loop_thread:
-            _settle(waiter, result, error)
-        else:
-            loop.call_soon_threadsafe(_settle, waiter, result, error)
-
-    started.add_done_callback(copy)
-    return waiter
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+            job.loop.call_soon_threadsafe(settle, job.done, None, Unavailable(
+                "the server is shutting down; retry on the next one", reason=Reason.SHUTTING_DOWN))

@@ -209,7 +209,7 @@ class Server:
         broken += [f"background thread {name} died" for name in self.dead_threads]
         archive = [problem.detail for problem in problems if problem.part == "archive"]
         # The lesson database (lessons_backend = postgres) may be down while every session is served.
-        lessons = await asyncio.to_thread(self.app.lessons.unavailable)
+        lessons = await asyncio.to_thread(self.app.tenant().lessons.unavailable)
         serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
         state = (not_serving if broken else serving, not_serving if archive or broken else serving,
                  not_serving if lessons is not None or broken else serving)

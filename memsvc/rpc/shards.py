@@ -20,6 +20,7 @@ import grpc
 
 from memsvc.app import App
 from memsvc.core.errors import Unavailable
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.rpc import convert
 from memsvc.rpc.status import translated, translated_stream
@@ -45,20 +46,20 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     @translated
     async def GetServerInfo(self, request: pb.GetServerInfoRequest,
                             context: grpc.aio.ServicerContext) -> pb.GetServerInfoResponse:
-        holds = self.app.sessions.holds
+        holds = self.app.tenant().holds
         reply = pb.GetServerInfoResponse(
             shard_name=self.app.settings.shard_name, version=SERVER_VERSION, contract_version=CONTRACT_VERSION,
             data_dir_id=self.app.data_dir_id, started_at_unix_nano=self.app.started_at,
             held_sessions=holds.count(), session_creation_paused_until_unix_nano=holds.creation_paused_until())
         if request.session_id:
-            placement = self.app.transfers.placement(request.session_id)
+            placement = self.app.tenant().transfers.placement(request.session_id)
             reply.session_stored, reply.session_held = placement.stored, placement.held
         return reply
 
     @translated_stream
     async def ExportSession(self, request: pb.ExportSessionRequest,
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ExportSessionResponse]:
-        async for part in _stepped(self.app.transfers.export(request.session_id, request.page_size)):
+        async for part in _stepped(self.app.tenant().transfers.export(request.session_id, request.page_size)):
             yield pb.ExportSessionResponse(**_proto_part(part))
 
     @translated
@@ -72,12 +73,12 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
                     request = asyncio.run_coroutine_threadsafe(_next(stream), loop).result(IMPORT_IDLE_SECONDS)
                 except NoPartInTime:
                     raise Unavailable(f"no part of the import arrived for {IMPORT_IDLE_SECONDS:.0f} s; nothing was "
-                                      "stored", reason="IMPORT_STALLED") from None
+                                      "stored", reason=Reason.IMPORT_STALLED) from None
                 if request is None:
                     return
                 yield _domain_part(request)
 
-        imported = await asyncio.to_thread(self.app.transfers.restore, parts())
+        imported = await asyncio.to_thread(self.app.tenant().transfers.restore, parts())
         return pb.ImportSessionResponse(session_id=imported.session_id, messages=imported.end.messages,
                                         sha256=imported.end.sha256, held=imported.held)
 
@@ -85,13 +86,13 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     async def HoldSession(self, request: pb.HoldSessionRequest,
                           context: grpc.aio.ServicerContext) -> pb.HoldSessionResponse:
         # Waits for the session's writers and a summary run in flight: off the event loop.
-        stored = await asyncio.to_thread(self.app.transfers.hold, request.session_id)
+        stored = await asyncio.to_thread(self.app.tenant().transfers.hold, request.session_id)
         return pb.HoldSessionResponse(stored=stored)
 
     @translated
     async def ReleaseSession(self, request: pb.ReleaseSessionRequest,
                              context: grpc.aio.ServicerContext) -> pb.ReleaseSessionResponse:
-        released = await asyncio.to_thread(self.app.transfers.release, request.session_id, request.drop)
+        released = await asyncio.to_thread(self.app.tenant().transfers.release, request.session_id, request.drop)
         reply = pb.ReleaseSessionResponse(was_held=released.was_held)
         if released.deleted is not None:
             reply.deleted.CopyFrom(convert.deleted(released.deleted))
@@ -100,13 +101,13 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     @translated
     async def ListHeldSessions(self, request: pb.ListHeldSessionsRequest,
                                context: grpc.aio.ServicerContext) -> pb.ListHeldSessionsResponse:
-        held, token = self.app.transfers.held_page(request.page_size, request.page_token)
+        held, token = self.app.tenant().transfers.held_page(request.page_size, request.page_token)
         return pb.ListHeldSessionsResponse(session_ids=held, next_page_token=token)
 
     @translated
     async def PauseSessionCreation(self, request: pb.PauseSessionCreationRequest,
                                    context: grpc.aio.ServicerContext) -> pb.PauseSessionCreationResponse:
-        return pb.PauseSessionCreationResponse(paused_until_unix_nano=self.app.transfers.pause_creation(
+        return pb.PauseSessionCreationResponse(paused_until_unix_nano=self.app.tenant().transfers.pause_creation(
             request.seconds))
 
 

@@ -19,7 +19,8 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from memsvc.core.errors import Kind, MemsvcError
+from memsvc.core.errors import MemsvcError
+from memsvc.core.reasons import Kind, Reason
 
 log = logging.getLogger(__name__)
 
@@ -91,5 +92,5 @@ def translated_stream(method: Streamer) -> Streamer:
 async def _abort(context: grpc.aio.ServicerContext, error: BaseException, rpc: str) -> None:
     if not isinstance(error, MemsvcError):
         log.exception("unexpected error", extra={"rpc": rpc}, exc_info=error)
-        error = MemsvcError(f"internal error in {rpc}; the server log has the details", reason="INTERNAL")
+        error = MemsvcError(f"internal error in {rpc}; the server log has the details", reason=Reason.INTERNAL)
     await context.abort_with_status(to_status(error))

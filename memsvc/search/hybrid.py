@@ -16,6 +16,7 @@ import bisect
 from collections.abc import Sequence
 
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.search.keyword import KeywordSearch
 from memsvc.search.query import Bounds, Query, Results
@@ -53,7 +54,7 @@ class HybridSearch:
 
     def search(self, query: Query, limits: Bounds) -> Results:
         if not query.text.strip():
-            raise InvalidArgument("a hybrid search needs query text", reason="EMPTY_QUERY")
+            raise InvalidArgument("a hybrid search needs query text", reason=Reason.EMPTY_QUERY)
         pool = Bounds(max(POOL, 4 * limits.limit), limits.since, limits.until)
         nearest = self.semantic.nearest(query, pool)
         found = self.keyword.ranked(query, pool)

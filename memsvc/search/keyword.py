@@ -18,11 +18,12 @@ import msgspec
 from memsvc.archive import keywords
 from memsvc.archive.index import Archive
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.search.expansion import AFTER, BEFORE, expand
 from memsvc.search.query import Bounds, Hit, Placement, Query, Results
 from memsvc.search.recent import RecentIndexes, RecentTerms
-from memsvc.window.sessions import Sessions
+from memsvc.window.reading import SessionReader
 
 
 class LoopBudget(msgspec.Struct, frozen=True):
@@ -52,7 +53,7 @@ class Found(msgspec.Struct):
 
 
 class KeywordSearch:
-    def __init__(self, sessions: Sessions, archive: Archive, loop_budget: LoopBudget = LOOP_BUDGET):
+    def __init__(self, sessions: SessionReader, archive: Archive, loop_budget: LoopBudget = LOOP_BUDGET):
         self.sessions = sessions
         self.archive = archive
         self.loop_budget = loop_budget
@@ -94,7 +95,7 @@ class KeywordSearch:
         """
         terms = keywords.parse(query.text, query.require_all_words)
         if not terms:
-            raise InvalidArgument("a keyword search needs at least one word", reason="EMPTY_QUERY")
+            raise InvalidArgument("a keyword search needs at least one word", reason=Reason.EMPTY_QUERY)
         session = self.sessions.reading(query.session_id)
         if session is None:
             return Found([], [], 1)

@@ -14,6 +14,7 @@ import msgspec
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.ids import check_session_id
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND, TIME_RANGES
 
@@ -80,18 +81,19 @@ def bounds(query: Query, now: int) -> Bounds:
     check_session_id(query.session_id)
     if query.limit < 0 or query.limit > MAX_LIMIT:
         raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT} (0 for the default {DEFAULT_LIMIT})",
-                              reason="INVALID_LIMIT")
+                              reason=Reason.INVALID_LIMIT)
     if len(query.text) > MAX_QUERY_CHARS:
-        raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", reason="QUERY_TOO_LONG")
+        raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", reason=Reason.QUERY_TOO_LONG)
     if query.since < 0 or query.until < 0:
-        raise InvalidArgument("since and until must not be negative", reason="INVALID_TIME_RANGE")
+        raise InvalidArgument("since and until must not be negative", reason=Reason.INVALID_TIME_RANGE)
     if query.since or query.until:
         since, until = query.since, query.until or NO_UPPER_BOUND
         if since >= until:
-            raise InvalidArgument("since must be before until", reason="INVALID_TIME_RANGE")
+            raise InvalidArgument("since must be before until", reason=Reason.INVALID_TIME_RANGE)
     else:
         if query.time_range not in TIME_RANGES:
-            raise InvalidArgument(f"time_range must be one of {', '.join(TIME_RANGES)}", reason="INVALID_TIME_RANGE")
+            raise InvalidArgument(f"time_range must be one of {', '.join(TIME_RANGES)}",
+                                  reason=Reason.INVALID_TIME_RANGE)
         span = TIME_RANGES[query.time_range]
         since, until = (now - span if span else 0), NO_UPPER_BOUND
     return Bounds(query.limit or DEFAULT_LIMIT, since, until)

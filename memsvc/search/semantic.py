@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.search.expansion import expand
@@ -19,12 +20,14 @@ from memsvc.search.query import Bounds, Placement, Query, Results
 from memsvc.vectors.embedders.base import Embedder
 from memsvc.vectors.generation import EXACT_ITEMS, Eligible
 from memsvc.vectors.store import Nearest, VectorStore
-from memsvc.window.sessions import Sessions
+from memsvc.window.reading import SessionReader
 
 
 class SemanticSearch:
-    def __init__(self, sessions: Sessions, vectors: VectorStore, embedder: Embedder):
+    def __init__(self, sessions: SessionReader, vectors: VectorStore, embedder: Embedder, *, window_size: int):
         self.sessions = sessions
+        self.window_size = window_size
+        "max_history_messages: the window a search skips unless asked."
         self.vectors = vectors
         self.embedder = embedder
 
@@ -46,7 +49,7 @@ class SemanticSearch:
 
     def below_id(self, query: Query, records: list[Record]) -> int:
         """Ids from here on are in the current window, which the agent already holds."""
-        window = records[-self.sessions.settings.max_history_messages:]
+        window = records[-self.window_size:]
         return NO_UPPER_BOUND if query.include_window or not window else window[0].id
 
     def nearest(self, query: Query, limits: Bounds) -> tuple[list[Record], Nearest] | None:
@@ -55,7 +58,7 @@ class SemanticSearch:
         if query.vector:
             vector = self.vectors.query_vector(query.vector)
         elif not query.text.strip():
-            raise InvalidArgument("a semantic search needs a query or a query_embedding", reason="EMPTY_QUERY")
+            raise InvalidArgument("a semantic search needs a query or a query_embedding", reason=Reason.EMPTY_QUERY)
         session = self.sessions.reading(query.session_id)
         if session is None:
             return None

@@ -14,12 +14,13 @@ import threading
 
 import msgspec
 
+from memsvc.core import layout
 from memsvc.core.records import Record
 from memsvc.summary import rolling
-from memsvc.summary.cursor import CURSOR_FILE, UnreadableCursor, read_cursor
+from memsvc.summary.cursor import UnreadableCursor, read_cursor
 from memsvc.summary.decisions import Judge
 from memsvc.summary.rolling import Summary
-from memsvc.window.sessions import Sessions
+from memsvc.window.reading import SessionReader
 
 
 class TurnContext(msgspec.Struct):
@@ -37,7 +38,7 @@ class StoredSummary(msgspec.Struct):
 
 
 class Contexts:
-    def __init__(self, sessions: Sessions, judge: Judge | None, *, cached_sessions: int):
+    def __init__(self, sessions: SessionReader, judge: Judge | None, *, cached_sessions: int):
         self.sessions = sessions
         self.judge = judge
         self.cached_sessions = cached_sessions
@@ -46,7 +47,7 @@ class Contexts:
 
     def summary(self, session_id: str) -> Summary | None:
         """The session's stored summary, re-read only when summary.json changed."""
-        path = self.sessions.directory(session_id) / "summary.json"
+        path = self.sessions.directory(session_id) / layout.SUMMARY
         try:
             stamp = path.stat().st_mtime_ns
         except FileNotFoundError:
@@ -83,7 +84,7 @@ class Contexts:
         """The summary as stored (all of it) and its cursor; NOT_FOUND for an unknown session."""
         self.sessions.require(session_id)
         try:
-            cursor = read_cursor(self.sessions.directory(session_id) / CURSOR_FILE)
+            cursor = read_cursor(self.sessions.directory(session_id) / layout.CURSOR)
         except UnreadableCursor:  # logged; shown as no cursor, as an unreadable summary.json is shown as none
             cursor = None
         return StoredSummary(self.summary(session_id), cursor.send_at if cursor else 0)

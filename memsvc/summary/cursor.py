@@ -26,12 +26,12 @@ import msgspec
 
 from memsvc.core import durable
 from memsvc.core.errors import FailedPrecondition
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NANOS_PER_SECOND
 
 log = logging.getLogger(__name__)
 
-CURSOR_FILE = ".summary_cursor"
 CURSOR_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -49,7 +49,7 @@ class Cursor(msgspec.Struct):
 
 
 class UnreadableCursor(FailedPrecondition):
-    reason = "SUMMARY_CURSOR_UNREADABLE"
+    reason = Reason.SUMMARY_CURSOR_UNREADABLE
 
 
 def read_cursor(path: Path) -> Cursor | None:

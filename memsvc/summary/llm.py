@@ -20,6 +20,7 @@ import msgspec
 from memsvc.core.config import Settings
 from memsvc.core.errors import FailedPrecondition, InvalidSetting, MemsvcError, Unavailable
 from memsvc.core.http import Provider, ProviderFailure
+from memsvc.core.reasons import Reason
 from memsvc.core.secrets import read_secret
 
 API_KEY_ENV = "MEMSVC_LLM_API_KEY"
@@ -57,19 +58,19 @@ _decode_reply = msgspec.json.Decoder(_Reply).decode
 class LLMUnavailable(Unavailable):
     """The endpoint could not answer now (down, timing out, rate limited, 5xx); retrying later may work."""
 
-    reason = "LLM_UNAVAILABLE"
+    reason = Reason.LLM_UNAVAILABLE
 
 
 class LLMRejected(FailedPrecondition):
     """The endpoint refused the request (4xx): a setting (key, model, URL) needs fixing."""
 
-    reason = "LLM_REQUEST_REJECTED"
+    reason = Reason.LLM_REQUEST_REJECTED
 
 
 class LLMBadResponse(MemsvcError):
     """The endpoint answered 200 with something that is not a chat completion."""
 
-    reason = "LLM_BAD_RESPONSE"
+    reason = Reason.LLM_BAD_RESPONSE
 
 
 def api_key(settings: Settings, environ: dict[str, str] | None = None) -> str:
@@ -170,9 +171,9 @@ def _failed(failure: ProviderFailure, model: str) -> MemsvcError:
     if failure.transient:
         return LLMUnavailable(where, metadata=metadata)
     if code in (401, 403):
-        return LLMRejected(f"{where}; check llm_api_key_file or {API_KEY_ENV}", reason="LLM_AUTH_FAILED",
+        return LLMRejected(f"{where}; check llm_api_key_file or {API_KEY_ENV}", reason=Reason.LLM_AUTH_FAILED,
                            metadata=metadata)
     if code == 404:
-        return LLMRejected(f"{where}; check llm_base_url and the model name", reason="LLM_NOT_FOUND",
+        return LLMRejected(f"{where}; check llm_base_url and the model name", reason=Reason.LLM_NOT_FOUND,
                            metadata=metadata)
     return LLMRejected(where, metadata=metadata)

@@ -21,16 +21,18 @@ from pathlib import Path
 
 import msgspec
 
+from memsvc.core import layout
 from memsvc.core.config import Settings
 from memsvc.core.errors import FailedPrecondition, MemsvcError, Unavailable
-from memsvc.core.ids import TEMP_PREFIX, is_session_id
+from memsvc.core.ids import TEMP_PREFIX
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NANOS_PER_SECOND
 from memsvc.summary import llm, rolling
-from memsvc.summary.cursor import CURSOR_FILE, Cursor, read_cursor, write_cursor
+from memsvc.summary.cursor import Cursor, read_cursor, write_cursor
 from memsvc.summary.decisions import Judge, exchanges
 from memsvc.summary.rolling import InvalidSummary, Summary
-from memsvc.window.sessions import Sessions
+from memsvc.window.reading import SessionReader, SessionStamps
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ class Folded(msgspec.Struct):
 class SummaryReplyInvalid(Unavailable):
     """The summary model answered without a valid summary; a later run may do better."""
 
-    reason = "LLM_REPLY_UNPARSEABLE"
+    reason = Reason.LLM_REPLY_UNPARSEABLE
 
 
 def language_rule(reply_lang: str) -> str:
@@ -121,7 +123,7 @@ def _previous(session_id: str, path: Path) -> Summary | None:
     if previous is None and path.exists():
         raise FailedPrecondition(
             f"summary.json of session {session_id} is unreadable (see the server log); fix or delete it "
-            "so that a new summary does not replace it", reason="SUMMARY_UNREADABLE")
+            "so that a new summary does not replace it", reason=Reason.SUMMARY_UNREADABLE)
     return previous
 
 
@@ -143,10 +145,11 @@ def _matched(turns: Sequence[Turn], stored: Sequence[Record]) -> dict[int, Recor
 
 
 class Summarizer:
-    def __init__(self, settings: Settings, sessions: Sessions, messages_after: MessagesAfter,
-                 model: llm.Model | None, judge: Judge | None):
+    def __init__(self, settings: Settings, sessions: SessionReader, stamps: SessionStamps,
+                 messages_after: MessagesAfter, model: llm.Model | None, judge: Judge | None):
         self.settings = settings
         self.sessions = sessions
+        self.stamps = stamps
         self.messages_after = messages_after
         self.model = model
         self.judge = judge
@@ -190,7 +193,7 @@ class Summarizer:
         if self.model is None:
             raise FailedPrecondition(
                 "no summary model is configured: set summary_model (--summary-model or MEMSVC_SUMMARY_MODEL) "
-                "and llm_base_url to an OpenAI-compatible endpoint", reason="SUMMARY_MODEL_NOT_CONFIGURED")
+                "and llm_base_url to an OpenAI-compatible endpoint", reason=Reason.SUMMARY_MODEL_NOT_CONFIGURED)
         return self.model
 
     # -- Generate --------------------------------------------------------------
@@ -199,7 +202,7 @@ class Summarizer:
         """Fold the messages after the cursor into the summary; the caller holds the guard."""
         model = self._require_model()
         directory = self.sessions.directory(session_id)
-        summary_path, cursor_path = directory / "summary.json", directory / CURSOR_FILE
+        summary_path, cursor_path = directory / layout.SUMMARY, directory / layout.CURSOR
         previous = _previous(session_id, summary_path)
         cursor = read_cursor(cursor_path)
         if previous is not None and cursor is None:
@@ -260,7 +263,7 @@ class Summarizer:
         self.sessions.require(session_id)
         with self.guard(session_id):
             directory = self.sessions.directory(session_id)
-            summary_path, cursor_path = directory / "summary.json", directory / CURSOR_FILE
+            summary_path, cursor_path = directory / layout.SUMMARY, directory / layout.CURSOR
             previous = _previous(session_id, summary_path)
             cursor = read_cursor(cursor_path)
             # A summary from before cursors existed covers everything stored, as generate() reads it.
@@ -341,23 +344,9 @@ class Summarizer:
     def due(self) -> list[str]:
         """Sessions the job runs: history.json newer than summary.json (or no summary),
         plus those whose last run stopped early; never `temp-` sessions."""
-        picked = []
-        root = self.sessions.root
-        for entry in sorted(root.iterdir()) if root.is_dir() else []:
-            name = entry.name
-            if name.startswith(TEMP_PREFIX) or not is_session_id(name):
-                continue
-            try:
-                history_time = (entry / "history.json").stat().st_mtime_ns
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            try:
-                summary_time = (entry / "summary.json").stat().st_mtime_ns
-            except FileNotFoundError:
-                summary_time = -1
-            if history_time > summary_time or name in self._retry:
-                picked.append(name)
-        return picked
+        return [stamp.session_id for stamp in self.stamps.stamps()
+                if not stamp.session_id.startswith(TEMP_PREFIX) and stamp.history
+                and (stamp.history > (stamp.summary or -1) or stamp.session_id in self._retry)]
 
     def run_job(self) -> None:
         """One tick of the summary job: each due session in turn, skipping busy ones."""

@@ -21,18 +21,19 @@ from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack
 
 from memsvc.core.errors import FailedPrecondition, NotFound, Unavailable
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
-from memsvc.summary.cursor import CURSOR_FILE, read_cursor
+from memsvc.lifecycle.clearing import SessionHold
+from memsvc.shards.moves import Moves
+from memsvc.summary.cursor import read_cursor
 from memsvc.transfer.parts import Digest, Head, Part, page_size, pages
 from memsvc.window.derived import ArchiveOfRecord
-from memsvc.window.lifecycle import SessionHold
-from memsvc.window.moves import Moves
 from memsvc.window.session import Session
-from memsvc.window.sessions import Sessions
+from memsvc.window.store import SessionStore
 
 
 class Exporter:
-    def __init__(self, sessions: Sessions, moves: Moves, archive: ArchiveOfRecord, *,
+    def __init__(self, sessions: SessionStore, moves: Moves, archive: ArchiveOfRecord, *,
                  exclusive: Sequence[SessionHold] = (), shard_name: str = "",
                  clock: Callable[[], int] = time.time_ns):
         self.sessions = sessions
@@ -59,7 +60,7 @@ class Exporter:
                 after = archived[-1].id
             if digest.messages != archived_count or self.archive.count(session_id, below_id=cut) != archived_count:
                 raise Unavailable(f"messages of session {session_id!r} were deleted while it was exported: export "
-                                  "it again", reason="SESSION_CHANGED")
+                                  "it again", reason=Reason.SESSION_CHANGED)
             for page in pages(recent, size):
                 digest.add(page)
                 yield Part(records=page)
@@ -71,7 +72,7 @@ class Exporter:
         if self.moves.holds.held(session_id):  # a move: nothing changes it, it is read from disk
             if not self.moves.stores(session_id):
                 raise NotFound(f"session {session_id!r} is not stored here (it is held for an import)",
-                               reason="SESSION_NOT_FOUND")
+                               reason=Reason.SESSION_NOT_FOUND)
             session = self.moves.held_copy(session_id)
             recent, next_id = list(session.records), session.next_id
             archived = self.archive.count(session_id, below_id=recent[0].id if recent else next_id)
@@ -83,7 +84,7 @@ class Exporter:
                 archived = self.archive.count(session_id, below_id=recent[0].id if recent else next_id)
         head = Head(session_id=session_id, next_id=next_id, first_recent_id=recent[0].id if recent else 0,
                     start_at=self.archive.start_at(session_id), summary_json=_summary_text(session),
-                    cursor=read_cursor(session.directory / CURSOR_FILE), recent_messages=len(recent),
+                    cursor=read_cursor(session.cursor_path), recent_messages=len(recent),
                     exported_by=self.shard_name, exported_at=exported_at)
         return head, recent, archived
 
@@ -95,7 +96,7 @@ def _summary_text(session: Session) -> str:
         return ""
     except UnicodeDecodeError:
         raise FailedPrecondition(f"summary.json of session {session.id!r} is not UTF-8 text: fix or delete it to "
-                                 "export the session", reason="SUMMARY_UNREADABLE") from None
+                                 "export the session", reason=Reason.SUMMARY_UNREADABLE) from None
 
 
 def holding(exclusive: Sequence[SessionHold], session_id: str) -> ExitStack:

@@ -21,17 +21,18 @@ from collections.abc import Iterable, Iterator
 
 import msgspec
 
-from memsvc.core import durable
+from memsvc.core import durable, layout
 from memsvc.core.config import Settings
 from memsvc.core.errors import AlreadyExists, InvalidArgument, storage_error
 from memsvc.core.ids import check_session_id
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
-from memsvc.summary.cursor import CURSOR_FILE, write_cursor
+from memsvc.shards.moves import Moves, Staging
+from memsvc.summary.cursor import write_cursor
 from memsvc.transfer.parts import Digest, End, Head, Part
 from memsvc.window.derived import ArchiveOfRecord
 from memsvc.window.incoming import check_idempotency_key, check_message
-from memsvc.window.moves import Moves, Staging
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +63,15 @@ class Importer:
         stream = iter(parts)
         first = next(stream, None)
         if first is None or first.head is None or first.records or first.end is not None:
-            raise InvalidArgument("an import starts with the head of an export, alone", reason="IMPORT_HEAD_MISSING")
+            raise InvalidArgument("an import starts with the head of an export, alone",
+                                  reason=Reason.IMPORT_HEAD_MISSING)
         head = first.head
         session_id = check_session_id(head.session_id)
         holds = self.moves.holds
         with holds.transient(session_id):
             if self.moves.stores(session_id):
                 raise AlreadyExists(f"session {session_id!r} is already stored here: remove it first to import it "
-                                    "again", reason="SESSION_EXISTS")
+                                    "again", reason=Reason.SESSION_EXISTS)
             held = holds.durable(session_id)
             try:
                 end = self._write(head, stream)
@@ -95,7 +97,7 @@ class Importer:
                 self._check_end(head, part, digest, recent, stream)
                 break
             if part.head is not None:
-                raise InvalidArgument("an import has one head, in its first part", reason="IMPORT_OUT_OF_ORDER")
+                raise InvalidArgument("an import has one head, in its first part", reason=Reason.IMPORT_OUT_OF_ORDER)
             self._check(head, part.records, digest.last_id)
             self.archive.appended(session_id, part.records)
             kept = [record for record in part.records if head.first_recent_id and record.id >= head.first_recent_id]
@@ -109,7 +111,7 @@ class Importer:
                 uncommitted = 0
         else:
             raise InvalidArgument(f"the import of session {session_id!r} ended before its end part: nothing was "
-                                  "stored", reason="IMPORT_INCOMPLETE")
+                                  "stored", reason=Reason.IMPORT_INCOMPLETE)
         self._write_state(head, staging)
         self.archive.flush()
         if head.start_at:
@@ -122,28 +124,28 @@ class Importer:
             where = f"message {record.id} of session {head.session_id!r}"
             if not last_id < record.id < head.next_id:
                 raise InvalidArgument(f"{where} is out of order: ids must increase, each below next_id "
-                                      f"{head.next_id}", reason="IMPORT_OUT_OF_ORDER")
+                                      f"{head.next_id}", reason=Reason.IMPORT_OUT_OF_ORDER)
             check_message(record, where, self.settings)
             check_idempotency_key(record.idempotency_key)
             last_id = record.id
 
     def _check_end(self, head: Head, part: Part, digest: Digest, recent: int, stream: Iterator[Part]) -> None:
         if part.records or part.head is not None or next(stream, None) is not None:
-            raise InvalidArgument("the end part comes alone, last", reason="IMPORT_OUT_OF_ORDER")
+            raise InvalidArgument("the end part comes alone, last", reason=Reason.IMPORT_OUT_OF_ORDER)
         if part.end != digest.end() or recent != head.recent_messages:
             raise InvalidArgument(
                 f"the import of session {head.session_id!r} does not match its end part (received "
                 f"{digest.messages} messages, {recent} of them recent, up to id {digest.last_id}): the export was "
-                "cut or changed; nothing was stored", reason="IMPORT_MISMATCH")
+                "cut or changed; nothing was stored", reason=Reason.IMPORT_MISMATCH)
 
     def _write_state(self, head: Head, staging: Staging) -> None:
         """The session's files beside history.json: the id floor, the summary and its cursor."""
         staging.keep_next_id(head.next_id)
         try:
             if head.summary_json:
-                durable.atomic_write(staging.directory / "summary.json", head.summary_json.encode("utf-8"))
+                durable.atomic_write(staging.directory / layout.SUMMARY, head.summary_json.encode("utf-8"))
             if head.cursor is not None:
-                write_cursor(staging.directory / CURSOR_FILE,
+                write_cursor(staging.directory / layout.CURSOR,
                              Record(id=head.cursor.last_id, send_at=head.cursor.send_at))
         except OSError as exc:
             raise storage_error(exc, f"importing session {head.session_id}") from exc

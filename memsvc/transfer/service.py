@@ -17,14 +17,14 @@ import msgspec
 
 from memsvc.core.errors import FailedPrecondition
 from memsvc.core.ids import check_session_id
+from memsvc.core.reasons import Reason
+from memsvc.lifecycle.clearing import Clearing, Deleted, SessionHold
+from memsvc.shards.moves import Moves
 from memsvc.transfer.export import Exporter, holding
 from memsvc.transfer.parts import Part
 from memsvc.transfer.restore import Imported, Importer
-from memsvc.window.derived import ArchiveOfRecord
-from memsvc.window.lifecycle import Deleted, Lifecycle, SessionHold
-from memsvc.window.listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from memsvc.window.moves import Moves
-from memsvc.window.sessions import Sessions
+from memsvc.window.derived import ArchiveOfRecord, DerivedStore
+from memsvc.window.lister import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 
 class Placement(msgspec.Struct):
@@ -41,10 +41,10 @@ class Transfers:
     """`exclusive` are held by a hold and a drop, so other writers of a session's files (the
     summarizer) finish first."""
 
-    def __init__(self, sessions: Sessions, lifecycle: Lifecycle, moves: Moves, archive: ArchiveOfRecord,
+    def __init__(self, clearing: Clearing, moves: Moves, archive: ArchiveOfRecord, derived: Sequence[DerivedStore],
                  exporter: Exporter, importer: Importer, *, exclusive: Sequence[SessionHold] = ()):
-        self.sessions = sessions
-        self.lifecycle = lifecycle
+        self.clearing = clearing
+        self.derived = tuple(derived)
         self.moves = moves
         self.archive = archive
         self.exporter = exporter
@@ -57,7 +57,7 @@ class Transfers:
     def export(self, session_id: str, page_size: int = 0) -> Generator[Part, None, None]:
         """The session's parts; a Reset, removal or deletion a crash interrupted is completed first
         (on the generator's first step, so off the caller's event loop)."""
-        self.lifecycle.finish_interrupted(check_session_id(session_id))
+        self.clearing.finish_interrupted(check_session_id(session_id))
         yield from self.exporter.export(session_id, page_size)
 
     def restore(self, parts: Iterable[Part]) -> Imported:
@@ -66,7 +66,7 @@ class Transfers:
     def hold(self, session_id: str) -> bool:
         """Hold the session still, once an interrupted Reset, removal or deletion of it is completed;
         returns whether it is stored here."""
-        self.lifecycle.finish_interrupted(check_session_id(session_id))
+        self.clearing.finish_interrupted(check_session_id(session_id))
         with holding(self.exclusive, session_id):
             return self.moves.hold(session_id)
 
@@ -77,10 +77,10 @@ class Transfers:
         if drop:
             if not self.moves.holds.durable(session_id):
                 raise FailedPrecondition(f"session {session_id!r} is not held: only a held session is dropped "
-                                         "(RemoveSession removes a live one)", reason="SESSION_NOT_HELD")
+                                         "(RemoveSession removes a live one)", reason=Reason.SESSION_NOT_HELD)
             deleted = Deleted()
             with holding(self.exclusive, session_id):
-                for store in self.sessions.derived:
+                for store in self.derived:
                     count = store.cleared(session_id)
                     if store is self.archive:
                         deleted.archived_messages = count

@@ -29,8 +29,9 @@ import msgspec
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from memsvc.core import durable
+from memsvc.core import durable, layout
 from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.vectors import build
 from memsvc.vectors.embedders.base import Embedder, unit_length
@@ -98,7 +99,7 @@ class VectorStore:
             if state is not None:
                 self._states.move_to_end(session_id)
                 return state
-            state = self._states[session_id] = SessionVectors(session_id, self.root / session_id)
+            state = self._states[session_id] = SessionVectors(session_id, self.root / layout.directory_name(session_id))
             return state
 
     def _notify(self, session_id: str, queue: collections.OrderedDict[str, None]) -> None:
@@ -173,10 +174,10 @@ class VectorStore:
         if len(vector) != self.embedder.dimension:
             raise FailedPrecondition(
                 f"{field} has {len(vector)} dimensions; this server's index holds {self.embedder.dimension} "
-                f"({self.embedder.name})", reason="VECTOR_DIMENSION_MISMATCH",
+                f"({self.embedder.name})", reason=Reason.VECTOR_DIMENSION_MISMATCH,
                 metadata={"expected": str(self.embedder.dimension), "got": str(len(vector))})
         if not np.isfinite(vector).all() or not vector.any():
-            raise InvalidArgument(f"{field} must be finite and not all zero", reason="INVALID_EMBEDDING")
+            raise InvalidArgument(f"{field} must be finite and not all zero", reason=Reason.INVALID_EMBEDDING)
         unit: np.ndarray = unit_length(vector[None, :])[0]
         return unit
 

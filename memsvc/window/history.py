@@ -28,7 +28,6 @@ from memsvc.core.records import Record
 
 log = logging.getLogger(__name__)
 
-NAME = "history.json"
 OPENING = b"[\n"
 CLOSING = b"]\n"
 EMPTY = OPENING + CLOSING

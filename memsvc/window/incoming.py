@@ -12,6 +12,7 @@ import msgspec
 
 from memsvc.core.config import Settings
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.reasons import Reason
 from memsvc.core.records import ROLES, Record, has_visible_text
 
 MAX_SENDER_CHARS = 256
@@ -33,11 +34,11 @@ class NewMessage(msgspec.Struct, kw_only=True):
 def check_append(messages: list[NewMessage], idempotency_key: str, settings: Settings) -> None:
     """Raise INVALID_ARGUMENT for the first thing wrong with an Append."""
     if not messages:
-        raise InvalidArgument("messages is empty: send at least one message", reason="NO_MESSAGES")
+        raise InvalidArgument("messages is empty: send at least one message", reason=Reason.NO_MESSAGES)
     if len(messages) > settings.max_messages_per_request:
         raise InvalidArgument(
             f"{len(messages)} messages in one Append; at most {settings.max_messages_per_request}",
-            reason="TOO_MANY_MESSAGES")
+            reason=Reason.TOO_MANY_MESSAGES)
     for index, message in enumerate(messages):
         check_message(message, f"messages[{index}]", settings)
     check_idempotency_key(idempotency_key)
@@ -46,20 +47,20 @@ def check_append(messages: list[NewMessage], idempotency_key: str, settings: Set
 def check_message(message: NewMessage | Record, where: str, settings: Settings) -> None:
     """Raise INVALID_ARGUMENT for the first thing wrong with one message, new or (imported) stored."""
     if message.role not in ROLES:
-        raise InvalidArgument(f"{where}.role must be one of {', '.join(ROLES)}", reason="INVALID_ROLE")
+        raise InvalidArgument(f"{where}.role must be one of {', '.join(ROLES)}", reason=Reason.INVALID_ROLE)
     if not has_visible_text(message.content):
         raise InvalidArgument(f"{where}.content is empty (or only whitespace, control or zero-width "
-                              "characters)", reason="EMPTY_CONTENT")
+                              "characters)", reason=Reason.EMPTY_CONTENT)
     size = len(message.content.encode("utf-8", "surrogatepass"))
     if size > settings.max_message_bytes:
         raise InvalidArgument(
             f"{where}.content is {size} bytes; at most {settings.max_message_bytes} "
-            "(max_message_bytes): split it or store it elsewhere", reason="MESSAGE_TOO_LARGE")
+            "(max_message_bytes): split it or store it elsewhere", reason=Reason.MESSAGE_TOO_LARGE)
     if len(message.sender) > MAX_SENDER_CHARS:
         raise InvalidArgument(f"{where}.sender is longer than {MAX_SENDER_CHARS} characters",
-                              reason="SENDER_TOO_LONG")
+                              reason=Reason.SENDER_TOO_LONG)
     if message.send_at < 0:
-        raise InvalidArgument(f"{where}.send_at_unix_nano is negative", reason="INVALID_TIME")
+        raise InvalidArgument(f"{where}.send_at_unix_nano is negative", reason=Reason.INVALID_TIME)
     if message.payload:
         _check_payload(message.payload, where, settings)
 
@@ -67,15 +68,16 @@ def check_message(message: NewMessage | Record, where: str, settings: Settings) 
 def check_idempotency_key(idempotency_key: str) -> None:
     if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
         raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
-                              reason="IDEMPOTENCY_KEY_TOO_LONG")
+                              reason=Reason.IDEMPOTENCY_KEY_TOO_LONG)
 
 
 def _check_payload(payload: str, where: str, settings: Settings) -> None:
     size = len(payload.encode("utf-8", "surrogatepass"))
     if size > settings.max_message_bytes:
         raise InvalidArgument(f"{where}.payload_json is {size} bytes; at most {settings.max_message_bytes} "
-                              "(max_message_bytes)", reason="PAYLOAD_TOO_LARGE")
+                              "(max_message_bytes)", reason=Reason.PAYLOAD_TOO_LARGE)
     try:
         msgspec.json.decode(payload)
     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested past msgspec's depth limit
-        raise InvalidArgument(f"{where}.payload_json is not valid JSON ({exc})", reason="INVALID_PAYLOAD") from None
+        raise InvalidArgument(f"{where}.payload_json is not valid JSON ({exc})",
+                              reason=Reason.INVALID_PAYLOAD) from None

@@ -1,11 +1,11 @@
-"""One open session: its files' names, its recent messages in memory and what is derived from them.
+"""One open session: its recent messages in memory, its idempotency keys and its id floor.
 
 Owns the in-memory copy of a session's history.json (loaded once, on open),
-the idempotency keys of those messages, the id floor `.next_id` keeps (ids
-never repeat, even after a Reset or a deletion of the newest), and the
-lower-cased contents keyword search scans. Must never write a file nor lock
-anything itself: the modules of Sessions (registry.py and the ones built on
-it) do, holding `lock`.
+the idempotency keys of those messages (a retried key gets its first result),
+and the id floor `.next_id` keeps (ids never repeat, even after a Reset or a
+deletion of the newest); every change to that state is one of its methods,
+called by the session's one writer holding `lock`. Must never write a file
+nor take its own lock: the store (store.py) hands it to writers locked.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import logging
 import threading
 from pathlib import Path
 
+from memsvc.core import layout
 from memsvc.core.errors import FailedPrecondition, storage_error
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.window import history
 
@@ -22,30 +24,33 @@ log = logging.getLogger(__name__)
 
 
 class Session:
-    """One open session. Mutations hold `lock`; readers take the list as it is."""
+    """One open session. Mutations hold `lock`; readers take the list as it is (it only grows at its end,
+    or is replaced whole)."""
 
     def __init__(self, session_id: str, directory: Path):
         self.id = session_id
         self.directory = directory
-        self.history_path = directory / "history.json"
-        self.summary_path = directory / "summary.json"
-        self.next_id_path = directory / ".next_id"
+        self.history_path = directory / layout.HISTORY
+        self.summary_path = directory / layout.SUMMARY
+        self.cursor_path = directory / layout.CURSOR
+        self.next_id_path = directory / layout.NEXT_ID
         self.lock = threading.Lock()
         self.closed = False
+        "Left memory (evicted, removed, held): a writer that finds it closed opens the session afresh."
         try:
             loaded = history.load(self.history_path)
         except IsADirectoryError:
             raise FailedPrecondition(f"{self.history_path} is a directory, not a file: move it aside to use "
-                                     f"session {session_id!r}", reason="HISTORY_UNREADABLE") from None
+                                     f"session {session_id!r}", reason=Reason.HISTORY_UNREADABLE) from None
         except OSError as exc:
             raise storage_error(exc, f"opening session {session_id}") from exc
         self.records: list[Record] = loaded.records
         self.size = loaded.size
+        "Bytes of history.json."
         self.replies: dict[str, list[Record]] = {}
         for record in self.records:
             if record.idempotency_key:
                 self.replies.setdefault(record.idempotency_key, []).append(record)
-        self._lowered: dict[int, str] = {}
         self.floor_id = self._read_floor()
 
     def _read_floor(self) -> int:
@@ -64,14 +69,22 @@ class Session:
         """Ids never repeat in a session, even after Reset emptied its history."""
         return max(self.records[-1].id + 1 if self.records else 1, self.floor_id)
 
-    def lowered(self, record: Record) -> str:
-        """The record's content in lower case, computed once (keyword search scans it often)."""
-        text = self._lowered.get(record.id)
-        if text is None:
-            text = self._lowered[record.id] = record.content.lower()
-        return text
+    def published(self, records: list[Record], idempotency_key: str) -> None:
+        """An Append is durable: readers see `records` from now on, and its key replays them."""
+        self.records.extend(records)
+        if idempotency_key:
+            self.replies[idempotency_key] = records
 
+    def replaced(self, records: list[Record], size: int, *, forget_keys: bool) -> None:
+        """history.json was rewritten to hold exactly `records`, `size` bytes. `forget_keys`: the messages
+        that left it were deleted, so their keys are forgotten, as history.json tells after a restart (a
+        compaction keeps them: its messages still exist, in the archive)."""
+        if forget_keys:
+            kept = {record.id for record in records}
+            self.replies = {key: left for key, replied in self.replies.items()
+                            if (left := [record for record in replied if record.id in kept])}
+        self.records, self.size = records, size
 
-    def replaced(self, records: list[Record], size: int) -> None:
-        """history.json was rewritten to hold exactly `records`, `size` bytes."""
-        self.records, self.size, self._lowered = records, size, {}
+    def floor_raised(self, next_id: int) -> None:
+        """`.next_id` now holds `next_id`: ids continue from there."""
+        self.floor_id = next_id

@@ -15,10 +15,11 @@ import msgspec
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.ids import check_session_id
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.window.derived import ArchiveOfRecord
-from memsvc.window.listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from memsvc.window.sessions import Sessions
+from memsvc.window.lister import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from memsvc.window.reading import SessionReader
 
 PAGE_BYTES = 2 * 1024 * 1024
 """A page ends before its contents and payloads pass this many UTF-8 bytes (it holds at least one
@@ -33,7 +34,7 @@ class Page(msgspec.Struct):
 
 
 class Transcript:
-    def __init__(self, sessions: Sessions, archive: ArchiveOfRecord):
+    def __init__(self, sessions: SessionReader, archive: ArchiveOfRecord):
         self.sessions = sessions
         self.archive = archive
 
@@ -84,7 +85,7 @@ def _bound(page_token: str) -> int:
         bound = 0
     if not 0 < bound < 2**63 or str(bound) != page_token:
         raise InvalidArgument("page_token is not one this server gave: pass next_page_token back as it came",
-                              reason="INVALID_PAGE_TOKEN")
+                              reason=Reason.INVALID_PAGE_TOKEN)
     return bound
 
 

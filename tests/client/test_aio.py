@@ -25,7 +25,7 @@ def test_calls_results_and_errors(server):
             found = await memory.lookup_errors("shell", "jq: command not found")
             assert [record.id for record in found.records] == [lesson.record.id]
             with pytest.raises(InvalidArgumentError) as raised:
-                await memory.append("bad id!", [("user", "x")])
+                await memory.append("bad\nid", [("user", "x")])
             assert raised.value.reason == "INVALID_SESSION_ID"
             with pytest.raises(NotFoundError) as missing:
                 await memory.get_summary("never")

@@ -133,7 +133,7 @@ def test_fit_context_is_retried_names_its_session_and_waits_long_by_default(serv
 
 
 @pytest.mark.parametrize(("call", "error_class", "reason"), [
-    (lambda c: c.append("bad id!", [("user", "x")]), InvalidArgumentError, "INVALID_SESSION_ID"),
+    (lambda c: c.append("bad\x00id", [("user", "x")]), InvalidArgumentError, "INVALID_SESSION_ID"),
     (lambda c: c.get_summary("never"), NotFoundError, "SESSION_NOT_FOUND"),
     (lambda c: c.append("s1", [("user", "x")]) and c.summarize("s1"), FailedPreconditionError,
      "SUMMARY_MODEL_NOT_CONFIGURED"),

@@ -193,7 +193,7 @@ def test_list_pages_newest_first_and_filters_by_tool(client):
     ({"tool_name": "t", "symptom": "s", "action": "a"}, "OUTCOME_REQUIRED"),
     ({"tool_name": "t", "symptom": "s", "action": "a", "outcome": 9}, "INVALID_ENUM"),
     ({"tool_name": "t", "symptom": "s" * 20000, "action": "a", "outcome": "resolved"}, "FIELD_TOO_LARGE"),
-    ({"tool_name": "t", "symptom": "s", "action": "a", "outcome": "resolved", "session_id": "../x"},
+    ({"tool_name": "t", "symptom": "s", "action": "a", "outcome": "resolved", "session_id": "x" * 257},
      "INVALID_SESSION_ID"),
 ])
 def test_bad_records_get_invalid_argument_and_store_nothing(client, request_fields, reason):

@@ -11,7 +11,7 @@ from datetime import datetime
 import grpc
 import pytest
 
-from memsvc.summary.summarizer import CURSOR_FILE
+from memsvc.core.layout import CURSOR
 from memsvc_client import FitContextResponse, MemsvcError
 from tests.support import wait_for
 from tests.support.llm_server import error, summary_reply
@@ -129,7 +129,7 @@ def test_messages_that_are_not_chat_messages_are_invalid_argument(client, messag
 
 
 def test_other_bad_requests_say_what_to_fix(client):
-    cases = [(lambda: client.fit_context("../x", "openai", "gpt-4o", [SYSTEM]), "INVALID_SESSION_ID"),
+    cases = [(lambda: client.fit_context("..", "openai", "gpt-4o", [SYSTEM]), "INVALID_SESSION_ID"),
              (lambda: client.fit_context("s", "openai", "", [SYSTEM]), "MODEL_REQUIRED"),
              (lambda: client.fit_context("s", "openai", "gpt-4o", []), "NO_MESSAGES"),
              (lambda: client.fit_context("s", "openai", "gpt-4o", [SYSTEM], context_window=100,
@@ -190,13 +190,13 @@ def test_the_same_request_again_adds_nothing_so_clients_may_retry_it(make_server
         client.append("s", [("user", question["content"])])
         sent = [SYSTEM, *older, question]
         first = client.fit_context("s", "openai", "gpt-4o", sent, context_window=800)
-        stored = (session / "summary.json").read_bytes(), (session / CURSOR_FILE).read_bytes()
+        stored = (session / "summary.json").read_bytes(), (session / CURSOR).read_bytes()
         again = client.fit_context("s", "openai", "gpt-4o", sent, context_window=800)
     assert stages(first)[1:] == [("extract_old_histories", "compacted")] and first.fits
     assert again.messages == first.messages and stages(again) == stages(first)
     assert "no call: already summarized" in again.stages[1].detail
     assert len(llm_server.calls("sum")) == 1
-    assert ((session / "summary.json").read_bytes(), (session / CURSOR_FILE).read_bytes()) == stored
+    assert ((session / "summary.json").read_bytes(), (session / CURSOR).read_bytes()) == stored
 
 
 def test_still_over_the_oldest_tool_exchanges_become_one_message_never_split(make_server, llm_server):

@@ -152,7 +152,7 @@ def plain(make_server):
 
 
 @pytest.mark.parametrize(("rpc", "body", "status", "code", "reason"), [
-    ("MemoryService/Append", {"session_id": "../escape", "messages": CONVERSATION}, 400, "invalid_argument",
+    ("MemoryService/Append", {"session_id": "bad\u202eid", "messages": CONVERSATION}, 400, "invalid_argument",
      "INVALID_SESSION_ID"),
     ("MemoryService/Append", {"session_id": "kept", "messages": [{"role": "ROLE_USER", "content": "x" * 1001}]},
      400, "invalid_argument", "MESSAGE_TOO_LARGE"),
@@ -307,7 +307,7 @@ def test_grpc_callers_see_no_difference_with_the_http_listener_open(make_server)
     with server.client() as client:
         client.append("s", [("user", "x")])
         with pytest.raises(MemsvcError) as caught:
-            client.get_context("../x")
+            client.get_context("..")
         assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
         assert caught.value.reason == "INVALID_SESSION_ID"
 

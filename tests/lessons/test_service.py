@@ -215,7 +215,7 @@ def test_list_pages_newest_first_filters_by_tool_and_rejects_foreign_tokens(less
     ({"cause": "é" * (MAX_TEXT_BYTES // 2 + 1)}, "FIELD_TOO_LARGE"),
     ({"keywords": ["k"] * 33}, "TOO_MANY_KEYWORDS"),
     ({"keywords": ["k" * 129]}, "KEYWORD_TOO_LONG"),
-    ({"session_id": "../etc"}, "INVALID_SESSION_ID"),
+    ({"session_id": ".."}, "INVALID_SESSION_ID"),
 ])
 def test_bad_records_are_rejected_and_store_nothing(lessons: Lessons, fields: dict, reason: str):
     base = {"tool_name": "t", "symptom": "boom", "action": "fix", "outcome": "resolved"}

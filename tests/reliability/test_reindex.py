@@ -12,7 +12,7 @@ import pytest
 
 from memsvc.archive import reindex
 from memsvc.core.records import Record
-from memsvc.window.intents import Intent
+from memsvc.lifecycle.intents import Intent
 from memsvc_client import Client, MemsvcError
 from tests.support import ServerProcess
 from tests.support.archives import FRAMEWORK, old_index, texts

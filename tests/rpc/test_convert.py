@@ -7,10 +7,10 @@ import pytest
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.records import ROLES, Record
+from memsvc.lifecycle.clearing import Deleted
 from memsvc.rpc import convert
 from memsvc.search.query import Hit
 from memsvc.summary.rolling import CurrentDiscussion, PastDiscussion, Summary
-from memsvc.window.lifecycle import Deleted
 from memsvc_client.v1 import memory_pb2 as pb
 
 

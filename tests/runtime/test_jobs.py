@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import pytest
 
 from memsvc.core.errors import InvalidSetting
+from memsvc.core.layout import CURSOR
 from memsvc.runtime.jobs import Scheduler
 from memsvc.summary import rolling
-from memsvc.summary.summarizer import CURSOR_FILE
 from tests.support import World
 from tests.support.llm_server import error, summary_reply
 
@@ -134,7 +134,7 @@ def set_mtimes(world: World, session_id: str, history_ns: int, summary_ns: int |
             topic=f"before {session_id}")))
         os.utime(directory / "summary.json", ns=(summary_ns, summary_ns))
         if cursor:
-            (directory / CURSOR_FILE).write_text("2000-01-01 00:00:00\n")
+            (directory / CURSOR).write_text("2000-01-01 00:00:00\n")
 
 
 def summarized(llm_server) -> list[str]:
@@ -152,7 +152,7 @@ def test_the_summary_job_picks_exactly_the_sessions_the_mtime_gate_selects(tmp_p
     set_mtimes(world, "equal", base, base)                      # not newer
     set_mtimes(world, "temp-chat", base + 10**9, None)          # temporary: never summarized
     set_mtimes(world, "uncursored", base + 10**9, base, cursor=False)  # picked, but only gets a cursor
-    (world.sessions.root / "stray-file").write_text("not a session")
+    (world.sessions.places.sessions_dir / "stray-file").write_text("not a session")
     assert world.summarizer.due() == ["fresh", "stale", "uncursored"]
 
     clock = FakeClock(START)
@@ -169,8 +169,8 @@ def test_the_summary_job_picks_exactly_the_sessions_the_mtime_gate_selects(tmp_p
     assert world.stored("stale").current_discussion.topic == "stale"
     assert world.stored("current").current_discussion.topic == "before current"
     assert not (world.directory("temp-chat") / "summary.json").exists()
-    assert not (world.directory("temp-chat") / CURSOR_FILE).exists()
-    assert (world.directory("uncursored") / CURSOR_FILE).exists()
+    assert not (world.directory("temp-chat") / CURSOR).exists()
+    assert (world.directory("uncursored") / CURSOR).exists()
 
     clock.at(12, 30)
     run(scheduler)

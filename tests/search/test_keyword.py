@@ -13,7 +13,7 @@ from memsvc.app import App
 from memsvc.core import config
 from memsvc.search.keyword import LOOP_BUDGET, KeywordSearch, LoopBudget
 from memsvc.search.query import Query, bounds
-from memsvc.window.sessions import NewMessage
+from memsvc.window.incoming import NewMessage
 
 
 @pytest.fixture
@@ -31,18 +31,18 @@ def keyword(text: str, **fields: object) -> Query:
 
 def searched(app: App, budget: LoopBudget = LOOP_BUDGET) -> KeywordSearch:
     """A KeywordSearch over the app's stores that has searched session s once (its recent terms indexed)."""
-    search = KeywordSearch(app.sessions, app.archive, budget)
+    search = KeywordSearch(app.tenant().store, app.tenant().archive, budget)
     search.search(keyword("anything"), bounds(keyword("anything"), 0))
     return search
 
 
 def append(app: App, *contents: str) -> None:
-    app.sessions.append("s", [NewMessage(role="user", content=content) for content in contents])
+    app.tenant().appender.append("s", [NewMessage(role="user", content=content) for content in contents])
 
 
 def test_a_short_search_of_an_indexed_open_session_runs_on_the_loop(app: App):
     append(app, "we deploy the sandbox on Friday", "the heron flew")
-    search = KeywordSearch(app.sessions, app.archive)
+    search = KeywordSearch(app.tenant().store, app.tenant().archive)
     assert search.placement(keyword("sandbox")) == "pool"  # its recent terms are not indexed yet
     search.search(keyword("sandbox"), bounds(keyword("sandbox"), 0))
     assert search.placement(keyword("sandbox deploy")) == "loop"
@@ -71,7 +71,7 @@ def test_a_session_not_open_goes_to_the_pool(app: App):
 
 def test_archived_postings_over_the_budget_go_to_the_pool(app: App):
     append(app, *[f"the release train {number}" for number in range(12)])
-    app.archive.flush()
+    app.tenant().archive.flush()
     search = searched(app, LoopBudget(archive_postings=10, recent_postings=1_000))
     assert search.placement(keyword("heron")) == "loop"
     assert search.placement(keyword("release")) == "pool"  # 12 archived postings over a budget of 10

@@ -35,7 +35,7 @@ def test_explicit_times_win_over_a_named_range_and_are_half_open():
     (Query(session_id="s", since=-1), "INVALID_TIME_RANGE"),
     (Query(session_id="s", since=20, until=20), "INVALID_TIME_RANGE"),
     (Query(session_id="s", time_range="2w"), "INVALID_TIME_RANGE"),
-    (Query(session_id="../x"), "INVALID_SESSION_ID"),
+    (Query(session_id=".."), "INVALID_SESSION_ID"),
 ])
 def test_bad_queries_are_refused_with_their_reason(query, reason):
     with pytest.raises(InvalidArgument) as refused:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from memsvc.core.errors import MemsvcError, NotFound
+from memsvc.core.layout import CURSOR
 from memsvc.summary import rolling
-from memsvc.summary.summarizer import CURSOR_FILE, Turn, read_cursor
+from memsvc.summary.summarizer import Turn, read_cursor
 from tests.support import World
 from tests.support.llm_server import error, summary_reply
 
@@ -22,7 +23,7 @@ def turns(*pairs: tuple[str, str]) -> list[Turn]:
 
 
 def cursor_id(world: World, session_id: str) -> int:
-    cursor = read_cursor(world.directory(session_id) / CURSOR_FILE)
+    cursor = read_cursor(world.directory(session_id) / CURSOR)
     return cursor.last_id if cursor else 0
 
 
@@ -96,7 +97,7 @@ def test_a_failed_call_changes_nothing_and_says_so(world, llm_server):
     with pytest.raises(MemsvcError, match="the summary is unchanged") as caught:
         world.summarizer.fold("s", turns(("user", "q1"), ("assistant", "a1")))
     assert caught.value.reason == "LLM_UNAVAILABLE"
-    assert world.stored("s") is None and not (world.directory("s") / CURSOR_FILE).exists()
+    assert world.stored("s") is None and not (world.directory("s") / CURSOR).exists()
 
 
 def test_an_unknown_session_is_not_found(world):

@@ -8,9 +8,10 @@ import threading
 import pytest
 
 from memsvc.core.errors import FailedPrecondition, MemsvcError, NotFound
+from memsvc.core.layout import CURSOR
 from memsvc.core.records import Record
 from memsvc.summary import rolling
-from memsvc.summary.summarizer import CURSOR_FILE, chunks, read_cursor, transcript_line
+from memsvc.summary.summarizer import chunks, read_cursor, transcript_line
 from tests.support import SECOND, T0, World
 from tests.support.llm_server import Reply, error, summary_reply
 
@@ -40,7 +41,7 @@ def test_first_run_folds_every_message_and_writes_summary_and_cursor(world, llm_
         "user: Use Python 3.11 please", "assistant: OK, Python 3.11 it is", "user: And never deploy on Fridays",
         "assistant: Noted"]
     assert '"key_decisions": []' in call.system and "<summary>" in call.system
-    cursor_text = (world.directory("s") / CURSOR_FILE).read_text().splitlines()
+    cursor_text = (world.directory("s") / CURSOR).read_text().splitlines()
     assert cursor_text == ["2025-03-01 14:02:10", f"id {records[-1].id}", f"send_at {records[-1].send_at}"]
 
 
@@ -103,7 +104,7 @@ def test_a_failed_chunk_stops_the_run_and_the_next_run_resumes(tmp_path, llm_ser
     assert "2 of 6 messages were summarized" in caught.value.message
     assert len(llm_server.calls("sum")) == 2  # the third chunk was never sent
     assert world.stored("s").key_decisions == ["Do: one"]
-    assert read_cursor(world.directory("s") / CURSOR_FILE).last_id == records[1].id
+    assert read_cursor(world.directory("s") / CURSOR).last_id == records[1].id
 
     llm_server.scripts["sum"].clear()
     llm_server.script("sum", summary_reply(["Do: one", "Do: two"]), summary_reply(["Do: all"]))
@@ -123,7 +124,7 @@ def test_a_failed_first_chunk_changes_nothing(world, llm_server):
         world.summarizer.summarize("s")
     assert caught.value.reason == "LLM_REPLY_UNPARSEABLE" and "unchanged" in caught.value.message
     assert not (world.directory("s") / "summary.json").exists()
-    assert not (world.directory("s") / CURSOR_FILE).exists()
+    assert not (world.directory("s") / CURSOR).exists()
     assert (world.directory("s") / "history.json").read_bytes() == history_before
 
 
@@ -146,19 +147,19 @@ def test_a_summary_without_cursor_only_gets_the_cursor(world, llm_server):
     rolling.save(world.directory("s") / "summary.json", rolling.Summary(key_decisions=["Do: keep"]))
     result = world.summarizer.summarize("s")
     assert result.count == 0 and llm_server.calls() == []
-    assert read_cursor(world.directory("s") / CURSOR_FILE).last_id == records[-1].id
+    assert read_cursor(world.directory("s") / CURSOR).last_id == records[-1].id
     assert world.stored("s").key_decisions == ["Do: keep"]
 
 
 def test_a_reference_cursor_holding_only_a_time_is_read_by_the_second(world, llm_server):
     world.say("s", ("user", "old q"), ("assistant", "old a"), at=T0, step=SECOND // 10)  # both in T0's second
     world.say("s", ("user", "new q"), ("assistant", "new a"), at=T0 + SECOND)
-    (world.directory("s") / CURSOR_FILE).write_text("2025-03-01 14:02:07\n")
+    (world.directory("s") / CURSOR).write_text("2025-03-01 14:02:07\n")
     llm_server.script("sum", summary_reply())
     assert world.summarizer.summarize("s").count == 2
     sent = llm_server.calls("sum")[0].user
     assert "new q" in sent and "old" not in sent
-    assert read_cursor(world.directory("s") / CURSOR_FILE).last_id == 4
+    assert read_cursor(world.directory("s") / CURSOR).last_id == 4
 
 
 def test_a_question_waiting_for_its_answer_waits_too(world, llm_server):
@@ -183,7 +184,7 @@ def previous_summary(world: World, session_id: str) -> None:
         "key_decisions": ["Do: answer in English", "Do: use tabs", "要：寫測試"],
         "past_discussions": [{"topic": "old editor", "description": "vim", "direction": "", "last_discussed": ""},
                              {"topic": "ci", "description": "runs", "direction": "", "last_discussed": ""}]}))
-    (world.directory(session_id) / CURSOR_FILE).write_text(f"2025-03-01 14:02:06\nid 0\nsend_at {T0 - SECOND}\n")
+    (world.directory(session_id) / CURSOR).write_text(f"2025-03-01 14:02:06\nid 0\nsend_at {T0 - SECOND}\n")
 
 
 def test_noise_at_or_above_0_7_is_dropped_and_superseded_entries_removed(tmp_path, llm_server):
@@ -214,7 +215,7 @@ def test_when_everything_is_noise_the_pruned_summary_is_saved_without_a_summary_
     result = world.summarizer.summarize("s")
     assert result.count == 4 and llm_server.calls("sum") == []
     assert world.stored("s").key_decisions == ["Do: use tabs", "Do: 寫測試"]
-    assert read_cursor(world.directory("s") / CURSOR_FILE).last_id == records[-1].id
+    assert read_cursor(world.directory("s") / CURSOR).last_id == records[-1].id
 
 
 @pytest.mark.parametrize("verdict", [error(400, "no such model"), Reply("I think E1 is noise"), error(503)])
@@ -282,7 +283,7 @@ def test_two_runs_on_one_session_never_overlap(world, llm_server):
 
 def test_an_unreadable_cursor_stops_summarizing_and_is_left_in_place(world, llm_server):
     world.say("s", ("user", "hi"), ("assistant", "hello"))
-    cursor = world.directory("s") / CURSOR_FILE
+    cursor = world.directory("s") / CURSOR
     cursor.write_bytes(b"\xff\xfe not utf-8")
     with pytest.raises(FailedPrecondition) as caught:
         world.summarizer.summarize("s")

@@ -23,12 +23,16 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from memsvc.app import SessionParts
 from memsvc.core import config
+from memsvc.core.layout import Layout
 from memsvc.core.records import Record
+from memsvc.journal.journal import Journal
 from memsvc.summary import llm, rolling
 from memsvc.summary.decisions import Judge
 from memsvc.summary.summarizer import Summarizer
-from memsvc.window.sessions import NewMessage, Sessions
+from memsvc.window.appender import Appender
+from memsvc.window.incoming import NewMessage
 from memsvc_client import Client, MemsvcError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -240,10 +244,22 @@ def stored_sessions(server: ServerProcess) -> set[str]:
     return {path.name for path in root.iterdir()} if root.exists() else set()
 
 
-def talk(sessions: Sessions, session_id: str, pairs: int, size: int = 20) -> None:
+def talk(appender: Appender, session_id: str, pairs: int, size: int = 20) -> None:
     for index in range(pairs):
-        sessions.append(session_id, [NewMessage(role="user", content=f"q{index} " + "x" * size),
+        appender.append(session_id, [NewMessage(role="user", content=f"q{index} " + "x" * size),
                                      NewMessage(role="assistant", content=f"a{index}")])
+
+
+def session_parts(settings: config.Settings, **kwargs) -> tuple[SessionParts, Journal]:
+    """Tier 1 over the settings' data directory as a server builds it (no derived store unless given),
+    and its journal, for the caller to close."""
+    layout = Layout(settings.data_dir)
+    layout.data_dir.mkdir(parents=True, exist_ok=True)
+    journal = Journal(layout.journal, layout.data_dir)
+    kwargs.setdefault("derived", [])
+    kwargs.setdefault("embeddings", None)
+    kwargs.setdefault("on_oversize", lambda session_id: None)
+    return SessionParts(settings, layout.tenant(), journal, **kwargs), journal
 
 
 # -- the summary tier, as a server would build it ---------------------------------
@@ -259,14 +275,16 @@ class World:
         values = {"data_dir": str(tmp_path / "data"), "llm_base_url": base_url, "summary_model": "sum",
                   "llm_max_retries": 0, **overrides}
         self.settings = config.load(values, environ={})
-        self.sessions = Sessions(self.settings, derived=[], embeddings=None, on_oversize=lambda session_id: None)
+        self.parts, self.journal = session_parts(self.settings)
+        self.sessions = self.parts.store
         summary_model, decision_model = llm.models(self.settings)
         judge = Judge(decision_model, self.settings) if decision_model else None
-        self.summarizer = Summarizer(self.settings, self.sessions, self.sessions.records_after, summary_model, judge)
+        self.summarizer = Summarizer(self.settings, self.sessions, self.parts.lister, self.sessions.records_after,
+                                     summary_model, judge)
 
     def say(self, session_id: str, *turns: tuple[str, str], at: int = T0, step: int = SECOND) -> list[Record]:
         messages = [NewMessage(role=role, content=text, send_at=at + n * step) for n, (role, text) in enumerate(turns)]
-        return self.sessions.append(session_id, messages).records
+        return self.parts.appender.append(session_id, messages).records
 
     def directory(self, session_id: str) -> Path:
         return self.sessions.directory(session_id)

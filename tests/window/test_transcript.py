@@ -9,11 +9,11 @@ from tests.support import talk
 
 
 def test_messages_after_reads_across_the_compaction_cut(world):
-    sessions, archive, lifecycle, _ = world
-    talk(sessions, "s", 5)
-    lifecycle.compact("s")
-    transcript = Transcript(sessions, archive)
-    assert [r.id for r in sessions.records_after("s", 0)] == [9, 10]
+    sessions, archive, lifecycle, _ = world.parts, world.archive, world, world.clock
+    talk(sessions.appender, "s", 5)
+    lifecycle.compaction.compact("s")
+    transcript = Transcript(sessions.store, archive)
+    assert [r.id for r in sessions.store.records_after("s", 0)] == [9, 10]
     assert [r.id for r in transcript.messages_after("s", 3)] == [4, 5, 6, 7, 8, 9, 10]
     assert [r.id for r in transcript.messages_after("s", 9)] == [10]
     assert transcript.messages_after("ghost", 0) == []
@@ -22,10 +22,10 @@ def test_messages_after_reads_across_the_compaction_cut(world):
 
 
 def test_pages_read_every_message_across_the_cut_from_either_end(world):
-    sessions, archive, lifecycle, _ = world
-    talk(sessions, "s", 5)  # ids 1-10
-    lifecycle.compact("s")  # 1-8 only in the archive
-    transcript = Transcript(sessions, archive)
+    sessions, archive, lifecycle, _ = world.parts, world.archive, world, world.clock
+    talk(sessions.appender, "s", 5)  # ids 1-10
+    lifecycle.compaction.compact("s")  # 1-8 only in the archive
+    transcript = Transcript(sessions.store, archive)
     seen, token = [], ""
     while True:
         page = transcript.page("s", 3, token)
@@ -42,10 +42,10 @@ def test_pages_read_every_message_across_the_cut_from_either_end(world):
 
 
 def test_a_page_ends_before_its_bytes_pass_the_limit_but_holds_one_message(world, monkeypatch):
-    sessions, archive, _, _ = world
-    talk(sessions, "s", 3, size=100)
+    sessions, archive, _, _ = world.parts, world.archive, world, world.clock
+    talk(sessions.appender, "s", 3, size=100)
     monkeypatch.setattr(transcript_module, "PAGE_BYTES", 250)
-    transcript = Transcript(sessions, archive)
+    transcript = Transcript(sessions.store, archive)
     assert [r.id for r in transcript.page("s", 100, "").records] == [1, 2, 3, 4]  # 103 + 2 + 103 + 2 bytes
     monkeypatch.setattr(transcript_module, "PAGE_BYTES", 1)
     assert [r.id for r in transcript.page("s", 100, "").records] == [1]
@@ -54,8 +54,8 @@ def test_a_page_ends_before_its_bytes_pass_the_limit_but_holds_one_message(world
 
 @pytest.mark.parametrize("token", ["abc", "0", "-4", "007", "1" * 30])
 def test_a_page_token_the_server_did_not_give_is_refused(world, token):
-    sessions, archive, _, _ = world
-    talk(sessions, "s", 1)
+    sessions, archive, _, _ = world.parts, world.archive, world, world.clock
+    talk(sessions.appender, "s", 1)
     with pytest.raises(InvalidArgument) as refused:
-        Transcript(sessions, archive).page("s", 10, token)
+        Transcript(sessions.store, archive).page("s", 10, token)
     assert refused.value.reason == "INVALID_PAGE_TOKEN"

@@ -424,8 +424,8 @@ type AppendRequest struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The session: 1-128 characters of A-Z a-z 0-9 . _ -, not starting with
-	// "." or "-".
+	// The session (any id as the service comment says: "user:42", "conv/1",
+	// an email, a UUID).
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The messages, in order; at least one.
 	Messages []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`

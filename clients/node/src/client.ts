@@ -110,6 +110,16 @@ function split<T extends Call>(options: T): [Call, Omit<T, keyof Call>] {
   return [{ timeoutMs, signal, retry }, fields];
 }
 
+/**
+ * The id as `SESSION_METADATA` carries it: its UTF-8 bytes, A-Z a-z 0-9 - . _ ~ as they are and every
+ * other byte as %XX (upper-case hex), as the Python and Go clients write it; ids made only of the first
+ * kind travel unchanged. (encodeURIComponent leaves ! ' ( ) * as they are: those are escaped too.)
+ */
+export function sessionHeader(sessionId: string): string {
+  return encodeURIComponent(sessionId).replace(/[!'()*]/g,
+    (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
 /** The services whose session_id names the session a call acts on (RecordError's is only provenance). */
 const PER_SESSION = new Set([MemoryService.typeName, FitService.typeName, ShardService.typeName]);
 
@@ -118,8 +128,8 @@ const sessionHeader: Interceptor = (next) => (request) => {
   const sessionId = (request.message as { sessionId?: unknown }).sessionId;
   if (!request.stream && PER_SESSION.has(request.service.typeName) &&
     request.method.input.fields.some((field) => field.name === "session_id") &&
-    typeof sessionId === "string" && /^[\x20-\x7e]+$/.test(sessionId)) {
-    request.header.set(SESSION_METADATA, sessionId);
+    typeof sessionId === "string" && sessionId !== "") {
+    request.header.set(SESSION_METADATA, sessionHeader(sessionId));
   }
   return next(request);
 };

@@ -57,11 +57,11 @@ describe("MemsvcClient against a real memsvc server", () => {
   it("rejects bad input with INVALID_ARGUMENT and a stable reason, storing nothing", async () => {
     await tcp.append("node-bad", [["user", "kept"]]);
     const cases: [() => Promise<unknown>, string][] = [
-      [() => tcp.append("bad id!", [["user", "x"]]), "INVALID_SESSION_ID"],
+      [() => tcp.append("bad\nid", [["user", "x"]]), "INVALID_SESSION_ID"],
       [() => tcp.append("node-bad", []), "NO_MESSAGES"],
       [() => tcp.append("node-bad", [{ content: "who said this?" }]), "INVALID_ROLE"],
       [() => tcp.append("node-bad", [["user", ""]]), "EMPTY_CONTENT"],
-      [() => tcp.getContext("../etc"), "INVALID_SESSION_ID"],
+      [() => tcp.getContext(".."), "INVALID_SESSION_ID"],
     ];
     for (const [call, reason] of cases) {
       const error = await rejection(call());

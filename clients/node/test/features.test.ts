@@ -74,7 +74,7 @@ describe("plain arguments, error classes and retries against a real server", () 
   });
 
   it("throws one error class per status code, with the stable reason", async () => {
-    const invalid = await rejection(memory.append("bad id!", [["user", "x"]]), InvalidArgumentError);
+    const invalid = await rejection(memory.append("bad\u0000id", [["user", "x"]]), InvalidArgumentError);
     assert.equal(invalid.reason, "INVALID_SESSION_ID");
     assert.equal(invalid.name, "InvalidArgumentError");
     const missing = await rejection(memory.getSummary("never"), NotFoundError);

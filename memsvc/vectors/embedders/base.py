@@ -12,12 +12,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from memsvc.core.errors import Unavailable
+from memsvc.core.reasons import Reason
 
 
 class EmbeddingFailed(Unavailable):
     """The provider did not answer usefully; the caller retries later."""
 
-    reason = "EMBEDDER_UNAVAILABLE"
+    reason = Reason.EMBEDDER_UNAVAILABLE
 
 
 class Embedder:

@@ -14,6 +14,7 @@ import numpy as np
 
 from memsvc.core.errors import FailedPrecondition
 from memsvc.core.http import Provider, ProviderFailure
+from memsvc.core.reasons import Reason
 from memsvc.vectors.embedders.base import Embedder, EmbeddingFailed, unit_length
 
 EMBEDDINGS_PATH = "/embeddings"
@@ -70,7 +71,7 @@ class HttpEmbedder(Embedder):
             problem = f"HTTP {failure.status}" if failure.status else failure.detail
             if not failure.transient:
                 raise EmbeddingFailed(f"the embedding endpoint refused the request ({problem})",
-                                      reason="EMBEDDER_REJECTED") from None
+                                      reason=Reason.EMBEDDER_REJECTED) from None
             raise EmbeddingFailed(f"the embedding endpoint failed (last: {problem})") from None
         return self._parse(reply, len(texts))
 
@@ -85,5 +86,5 @@ class HttpEmbedder(Embedder):
         if matrix.shape[1] != self._dimension:
             raise FailedPrecondition(
                 f"the embedding endpoint returned {matrix.shape[1]} dimensions; embedding_dimensions is "
-                f"{self._dimension}: set it to the model's dimension", reason="EMBEDDING_DIMENSION_UNEXPECTED")
+                f"{self._dimension}: set it to the model's dimension", reason=Reason.EMBEDDING_DIMENSION_UNEXPECTED)
         return matrix

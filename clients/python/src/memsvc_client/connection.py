@@ -22,7 +22,7 @@ from google.protobuf.message import Message as ProtoMessage
 from memsvc_client import results
 from memsvc_client.convert import fields_of, to_proto
 from memsvc_client.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-from memsvc_client.rpcs import RPCS, SESSION_METADATA, Rpc
+from memsvc_client.rpcs import RPCS, SESSION_METADATA, Rpc, session_header
 
 _SHAPES = {(False, False): "unary_unary", (False, True): "unary_stream", (True, False): "stream_unary"}
 "The channel method making each RPC's callable, by (request streaming, response streaming)."
@@ -124,8 +124,8 @@ class Connection:
     def call_metadata(self, rpc: Rpc, request: ProtoMessage) -> tuple[tuple[str, str], ...]:
         """The token, and the session the request names (a stream's: its first request's)."""
         session_id = rpc.session_of(request)
-        if session_id and session_id.isascii() and session_id.isprintable():
-            return (*self.metadata, (SESSION_METADATA, session_id))
+        if session_id:
+            return (*self.metadata, (SESSION_METADATA, session_header(session_id)))
         return self.metadata
 
     def import_requests(self, parts: Iterable[object]) -> tuple[ProtoMessage, Iterator[ProtoMessage]]:

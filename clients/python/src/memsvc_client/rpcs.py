@@ -9,6 +9,7 @@ classes, the result dataclass it becomes, whether the contract marks it safe to 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
@@ -18,7 +19,15 @@ from memsvc_client import results
 from memsvc_client.v1 import error_memory_pb2, fit_pb2, memory_pb2, shards_pb2
 
 SESSION_METADATA = "memsvc-session"
-"""Request metadata naming the session a call acts on: a proxy in front of shards routes by it."""
+"""Request metadata naming the session a call acts on, percent-encoded (`session_header`): a proxy in
+front of shards routes by it."""
+
+
+def session_header(session_id: str) -> str:
+    """The id as SESSION_METADATA carries it: its UTF-8 bytes, A-Z a-z 0-9 - . _ ~ as they are and every
+    other byte as %XX (upper-case hex), as the Node and Go clients write it; ids made only of the first
+    kind travel unchanged."""
+    return quote(session_id.encode("utf-8", "surrogatepass"), safe="")
 
 _UNKNOWN = descriptor_pb2.MethodOptions.IDEMPOTENCY_UNKNOWN
 

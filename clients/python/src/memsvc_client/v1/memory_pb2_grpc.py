@@ -31,8 +31,16 @@ class MemoryServiceStub:
     the full-text archive of every message.
 
     Every RPC whose request names a session_id acts on that session alone:
-    clients send the same id as the request metadata "memsvc-session", so a
-    proxy in front of several servers can route by it.
+    clients send the same id as the request metadata "memsvc-session",
+    percent-encoded (its UTF-8 bytes, A-Z a-z 0-9 - . _ ~ as they are and
+    every other byte as %XX), so a proxy in front of several servers can route
+    by it.
+
+    A session id is what its user wrote: any UTF-8 text of 1 to 256 bytes
+    without control or format characters (Unicode Cc, Cf), other than "." and
+    "..". Ids are compared as bytes: no case folding, no Unicode normalization
+    ("é" precomposed and decomposed are two sessions). Anything else is
+    INVALID_ARGUMENT with reason INVALID_SESSION_ID.
 
     idempotency_level tells clients which RPCs they may retry (after
     UNAVAILABLE, with backoff): NO_SIDE_EFFECTS reads and IDEMPOTENT writes,
@@ -109,8 +117,16 @@ class MemoryServiceServicer:
     the full-text archive of every message.
 
     Every RPC whose request names a session_id acts on that session alone:
-    clients send the same id as the request metadata "memsvc-session", so a
-    proxy in front of several servers can route by it.
+    clients send the same id as the request metadata "memsvc-session",
+    percent-encoded (its UTF-8 bytes, A-Z a-z 0-9 - . _ ~ as they are and
+    every other byte as %XX), so a proxy in front of several servers can route
+    by it.
+
+    A session id is what its user wrote: any UTF-8 text of 1 to 256 bytes
+    without control or format characters (Unicode Cc, Cf), other than "." and
+    "..". Ids are compared as bytes: no case folding, no Unicode normalization
+    ("é" precomposed and decomposed are two sessions). Anything else is
+    INVALID_ARGUMENT with reason INVALID_SESSION_ID.
 
     idempotency_level tells clients which RPCs they may retry (after
     UNAVAILABLE, with backoff): NO_SIDE_EFFECTS reads and IDEMPOTENT writes,
@@ -281,8 +297,16 @@ class MemoryService:
     the full-text archive of every message.
 
     Every RPC whose request names a session_id acts on that session alone:
-    clients send the same id as the request metadata "memsvc-session", so a
-    proxy in front of several servers can route by it.
+    clients send the same id as the request metadata "memsvc-session",
+    percent-encoded (its UTF-8 bytes, A-Z a-z 0-9 - . _ ~ as they are and
+    every other byte as %XX), so a proxy in front of several servers can route
+    by it.
+
+    A session id is what its user wrote: any UTF-8 text of 1 to 256 bytes
+    without control or format characters (Unicode Cc, Cf), other than "." and
+    "..". Ids are compared as bytes: no case folding, no Unicode normalization
+    ("é" precomposed and decomposed are two sessions). Anything else is
+    INVALID_ARGUMENT with reason INVALID_SESSION_ID.
 
     idempotency_level tells clients which RPCs they may retry (after
     UNAVAILABLE, with backoff): NO_SIDE_EFFECTS reads and IDEMPOTENT writes,

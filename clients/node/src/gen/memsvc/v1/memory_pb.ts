@@ -88,8 +88,8 @@ export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
  */
 export type AppendRequest = Message$1<"memsvc.v1.AppendRequest"> & {
   /**
-   * The session: 1-128 characters of A-Z a-z 0-9 . _ -, not starting with
-   * "." or "-".
+   * The session (any id as the service comment says: "user:42", "conv/1",
+   * an email, a UUID).
    *
    * @generated from field: string session_id = 1;
    */
@@ -1286,8 +1286,16 @@ export const ResetModeSchema: GenEnum<ResetMode> = /*@__PURE__*/
  * the full-text archive of every message.
  *
  * Every RPC whose request names a session_id acts on that session alone:
- * clients send the same id as the request metadata "memsvc-session", so a
- * proxy in front of several servers can route by it.
+ * clients send the same id as the request metadata "memsvc-session",
+ * percent-encoded (its UTF-8 bytes, A-Z a-z 0-9 - . _ ~ as they are and
+ * every other byte as %XX), so a proxy in front of several servers can route
+ * by it.
+ *
+ * A session id is what its user wrote: any UTF-8 text of 1 to 256 bytes
+ * without control or format characters (Unicode Cc, Cf), other than "." and
+ * "..". Ids are compared as bytes: no case folding, no Unicode normalization
+ * ("é" precomposed and decomposed are two sessions). Anything else is
+ * INVALID_ARGUMENT with reason INVALID_SESSION_ID.
  *
  * idempotency_level tells clients which RPCs they may retry (after
  * UNAVAILABLE, with backoff): NO_SIDE_EFFECTS reads and IDEMPOTENT writes,

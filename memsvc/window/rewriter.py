@@ -2,12 +2,12 @@
 
 Owns rewriting history.json without some of its messages (a compaction's
 `trim`, a DeleteMessages' `drop`), deleting it (a Reset's `clear`, keeping
-or deleting the summary tier's files by name) or the whole directory
-(`remove`), and the id floor `.next_id` those leave behind, so ids never
-repeat. Each settles the session's history.json in the journal first, so
-no frame of it is replayed into what replaces it. The caller holds the
-session's lock; lifecycle.py and moves.py decide when. Must never decide
-which messages go, nor touch a derived store.
+or deleting the summary tier's files) or the whole directory (`remove`), and
+the id floor `.next_id` those leave behind, so ids never repeat. Each
+settles the session's history.json in the journal first, so no frame of it
+is replayed into what replaces it. The caller holds the session's lock; the
+lifecycle package decides when. Must never decide which messages go, nor
+touch a derived store.
 """
 
 from __future__ import annotations
@@ -16,22 +16,26 @@ from memsvc.core import durable
 from memsvc.core.errors import storage_error
 from memsvc.core.records import Record
 from memsvc.window import history
-from memsvc.window.registry import Registry
 from memsvc.window.session import Session
+from memsvc.window.store import SessionStore
 
 
-class Rewriting(Registry):
-    """The caller holds `session.lock` throughout."""
+class Rewriter:
+    """The caller of each method holds `session.lock` throughout."""
+
+    def __init__(self, store: SessionStore):
+        self.store = store
+        self.journal = store.journal
 
     def trim(self, session: Session, cut: int) -> list[Record]:
         """Drop the first `cut` records from history.json; returns them."""
         removed, kept = session.records[:cut], session.records[cut:]
         try:
-            self.journal.settle(self._journaled(session.id))
+            self.journal.settle(self.store.journaled(session))
             size = history.rewrite(session.history_path, kept)
         except OSError as exc:
             raise storage_error(exc, f"compacting session {session.id}") from exc
-        session.replaced(kept, size)
+        session.replaced(kept, size, forget_keys=False)
         return removed
 
     def drop(self, session: Session, ids: set[int], next_id: int) -> list[Record]:
@@ -42,16 +46,11 @@ class Rewriting(Registry):
         kept = [record for record in session.records if record.id not in ids]
         try:
             self._raise_floor(session, next_id)
-            self.journal.settle(self._journaled(session.id))
+            self.journal.settle(self.store.journaled(session))
             size = history.rewrite(session.history_path, kept)
         except OSError as exc:
             raise storage_error(exc, f"deleting messages of session {session.id}") from exc
-        session.replaced(kept, size)
-        for key in {record.idempotency_key for record in removed if record.idempotency_key}:
-            # As history.json tells after a restart: a key whose messages are all gone is forgotten.
-            if not (left := [record for record in session.replies.pop(key) if record.id not in ids]):
-                continue
-            session.replies[key] = left
+        session.replaced(kept, size, forget_keys=True)
         return removed
 
     def _raise_floor(self, session: Session, next_id: int) -> None:
@@ -59,33 +58,31 @@ class Rewriting(Registry):
         next_id = max(next_id, session.next_id)
         if next_id > session.floor_id:
             durable.atomic_write(session.next_id_path, str(next_id).encode())
-            session.floor_id = next_id
+            session.floor_raised(next_id)
 
     def clear(self, session: Session, drop_summary: bool, next_id: int) -> tuple[int, bool]:
-        """Delete history.json (and summary.json), ids continuing from `next_id`; returns
+        """Delete history.json (and summary.json with its cursor), ids continuing from `next_id`; returns
         (messages deleted, summary deleted)."""
         count = len(session.records)
         try:
             self._raise_floor(session, next_id)
-            self.journal.settle(self._journaled(session.id))
+            self.journal.settle(self.store.journaled(session))
             durable.remove_file(session.history_path)
             summary_deleted = False
             if drop_summary:
                 summary_deleted = durable.remove_file(session.summary_path)
-                durable.remove_file(session.directory / ".summary_cursor")
+                durable.remove_file(session.cursor_path)
         except OSError as exc:
             raise storage_error(exc, f"resetting session {session.id}") from exc
-        session.replaced([], 0)
-        session.replies = {}
+        session.replaced([], 0, forget_keys=True)
         return count, summary_deleted
 
     def remove(self, session: Session) -> None:
         """Delete the session's directory and forget it."""
         existed = session.directory.is_dir()
         try:
-            self.journal.settle(self._journaled(session.id))
+            self.journal.settle(self.store.journaled(session))
             durable.remove_tree(session.directory)
         except OSError as exc:
             raise storage_error(exc, f"removing session {session.id}") from exc
-        self._unregister(session, removed=existed)
-
+        self.store.unregister(session, removed=existed)

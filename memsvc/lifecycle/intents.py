@@ -3,14 +3,14 @@
 A Reset, RemoveSession or DeleteMessages touches several stores (the
 archive, the vectors, history.json, the summary) that cannot change in one
 atomic step. Its intent
-is made durable first, as `sessions/.intent-<session id>`, and deleted
+is made durable first, as `sessions/.intent-<session directory name>`, and deleted
 only once every store is done; a kill in between leaves the record, and the
 operation is completed before the server serves again. So an interrupted
 Reset is either not done at all (no record) or done in full, never a mix.
 
 Owns the records' files and which sessions have an operation that was
 started and not finished (`interrupted`): those refuse other calls until it
-is completed. Must never touch a store: lifecycle.py does the work.
+is completed. Must never touch a store: clearing.py does the work.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from typing import Literal
 
 import msgspec
 
-from memsvc.core import durable
+from memsvc.core import durable, layout
+from memsvc.core.errors import Unavailable
 from memsvc.core.ids import is_session_id
+from memsvc.core.layout import TenantLayout
+from memsvc.core.reasons import Reason
 
 log = logging.getLogger(__name__)
-
-PREFIX = ".intent-"
 
 Action = Literal["reset", "reset_all", "remove", "delete"]
 "reset keeps summary.json, reset_all deletes it too, remove deletes the session, delete deletes `ids`."
@@ -42,14 +43,14 @@ class Intent(msgspec.Struct, frozen=True):
 
 
 class Intents:
-    """The records in `directory` (the sessions directory: a record is named after its session)."""
+    """The records beside one tenant's session directories."""
 
-    def __init__(self, directory: Path):
-        self.directory = directory
+    def __init__(self, places: TenantLayout):
+        self.places = places
         self._interrupted: dict[str, Intent] = {}
-        for path in directory.glob(f".{PREFIX}*.tmp"):
+        for path in places.sessions_dir.glob(f".{layout.INTENT}*.tmp"):
             path.unlink()  # an atomic write a kill interrupted: that intent was never recorded
-        for path in sorted(directory.glob(f"{PREFIX}*")):
+        for path in sorted(places.sessions_dir.glob(f"{layout.INTENT}*")):
             intent = self._read(path)
             if intent is not None:
                 self._interrupted[intent.session_id] = intent
@@ -58,7 +59,7 @@ class Intents:
                         extra={"sessions": sorted(self._interrupted)})
 
     def _path(self, session_id: str) -> Path:
-        return self.directory / f"{PREFIX}{session_id}"
+        return self.places.beside(layout.INTENT, session_id)
 
     def _read(self, path: Path) -> Intent | None:
         try:
@@ -69,7 +70,7 @@ class Intents:
             log.error("unreadable intent record left in place; the session is not cleared",
                       extra={"path": str(path), "error": str(exc)})
             return None
-        return intent if path == self._path(intent.session_id) and is_session_id(intent.session_id) else None
+        return intent if is_session_id(intent.session_id) and path == self._path(intent.session_id) else None
 
     def begin(self, intent: Intent) -> None:
         """Record `intent` durably; from here on the operation will be completed."""
@@ -86,6 +87,16 @@ class Intents:
 
     def interrupted(self, session_id: str) -> Intent | None:
         return self._interrupted.get(session_id)
+
+    def is_interrupted(self, session_id: str) -> bool:
+        return session_id in self._interrupted
+
+    def refuse_interrupted(self, session_id: str) -> None:
+        """UNAVAILABLE while the session's interrupted Reset, removal or deletion is not completed."""
+        interrupted = self._interrupted.get(session_id)
+        if interrupted is not None:
+            raise Unavailable(f"an interrupted {interrupted.action.replace('_', ' ')} of session {session_id!r} is "
+                              "being completed; retry shortly", reason=Reason.SESSION_BEING_CLEARED)
 
     def all_interrupted(self) -> list[Intent]:
         return list(self._interrupted.values())

@@ -1,10 +1,12 @@
 """Adopting the reference agent's data directory (`memsvc import DIR`).
 
-Owns reading `DIR/sessions/*/history.json` in the reference layout (ids as
-strings or missing, times in legacy content headers), writing each session
-into memsvc's data root with its summary and cursor, and indexing every
-message into the archive. Must never modify the source directory, and never
-overwrite a session that already exists in the data root.
+Owns reading `DIR/sessions/*/history.json` in the reference layout (the
+directory's name is the session id; message ids as strings or missing,
+times in legacy content headers), writing each session into memsvc's data
+root where the layout puts its id, with its summary and cursor, and
+indexing every message into the archive. Must never modify the source
+directory, and never overwrite a session that already exists in the data
+root.
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ from pathlib import Path
 
 import msgspec
 
-from memsvc.core import durable
+from memsvc.core import durable, layout
 from memsvc.core.ids import is_session_id
+from memsvc.core.layout import TenantLayout
 from memsvc.core.records import Record
 from memsvc.window import history, legacy
 from memsvc.window.derived import ArchiveOfRecord, DerivedStore
 
 log = logging.getLogger(__name__)
 
-CARRIED_FILES = ("summary.json", ".summary_cursor")
+CARRIED_FILES = (layout.SUMMARY, layout.CURSOR)
 
 
 class Report(msgspec.Struct):
@@ -38,7 +41,7 @@ class Report(msgspec.Struct):
 def source_sessions(source: Path) -> list[Path]:
     """Session directories under `source/sessions` (or `source` itself when it is the sessions directory)."""
     root = source / "sessions" if (source / "sessions").is_dir() else source
-    return sorted(path for path in root.iterdir() if path.is_dir() and (path / "history.json").is_file())
+    return sorted(path for path in root.iterdir() if path.is_dir() and (path / layout.HISTORY).is_file())
 
 
 def adopt(records: Iterable[Record], fallback_send_at: int) -> list[Record]:
@@ -51,39 +54,41 @@ def adopt(records: Iterable[Record], fallback_send_at: int) -> list[Record]:
     return adopted
 
 
-def import_directory(source: Path, sessions_dir: Path, archive: ArchiveOfRecord,
-                     progress: Callable[[list[Path]], Iterable[Path]] | None = None) -> Report:
-    """Import every session of `source` into `sessions_dir`, every message into `archive`.
+def adopt_directory(source: Path, places: TenantLayout, archive: ArchiveOfRecord,
+                    progress: Callable[[list[Path]], Iterable[Path]] | None = None) -> Report:
+    """Import every session of `source` into `places`, every message into `archive`.
 
     `progress` wraps the list of session directories (a progress bar).
     """
     report = Report()
     directories = source_sessions(source)
     for directory in progress(directories) if progress else directories:
-        reason = _import_session(directory, sessions_dir, archive, report)
+        reason = _adopt_session(directory, places, archive, report)
         if reason:
             report.skipped[directory.name] = reason
     archive.flush()
     return report
 
 
-def _import_session(directory: Path, sessions_dir: Path, archive: DerivedStore, report: Report) -> str:
+def _adopt_session(directory: Path, places: TenantLayout, archive: DerivedStore, report: Report) -> str:
     session_id = directory.name
     if not is_session_id(session_id):
         return "not a valid session id"
-    target = sessions_dir / session_id
+    target = places.session_dir(session_id)
     if target.exists():
         return "already in the data directory"
-    source_history = directory / "history.json"
+    source_history = directory / layout.HISTORY
     decoded = history.decode(source_history.read_bytes())
     if not decoded.complete:
         report.damaged.append(session_id)
     records = adopt(decoded.records, source_history.stat().st_mtime_ns)
     durable.ensure_dir(target)
+    if layout.is_hashed(target.name):
+        layout.record_id(target / layout.ID_FILE, session_id)
     for name in CARRIED_FILES:
         if (directory / name).is_file():
             durable.atomic_write(target / name, (directory / name).read_bytes())
-    history.rewrite(target / "history.json", records)
+    history.rewrite(target / layout.HISTORY, records)
     archive.appended(session_id, records)
     report.imported.append(session_id)
     report.messages += len(records)

@@ -1,17 +1,15 @@
-"""The sessions of the data root as the other tier-1 modules reach them: opened on first use, one writer at a time.
+"""The open sessions: opened on first use, one writer at a time, the least recently used closed.
 
-Owns `sessions/` as a whole: the directory of each session and its life
-(made, counted against max_sessions, given to an import in one rename), the
-open sessions kept in memory (least recently used closed past
+Owns `sessions/` as a set of directories (where a session's is, through the
+layout; made, counted against max_sessions, given to an import in one
+rename), the open sessions kept in memory (least recently used closed past
 `max_open_sessions`, so no request re-decodes history.json), one writer per
-session (`writing`), the journal every history.json write goes through
-(journal.py), the refusals that apply to every call about a session (held
-while it moves, holds.py; an interrupted Reset, removal or deletion not yet
-completed, intents.py; creation paused; the data directory deleted under
-the server), and reads of an open session's recent messages. Must never
-change a history.json itself (appending.py and rewriting.py do), nor block
-on, or know about, the derived stores (archive, vectors): they learn of
-changes through the DerivedStore calls and catch up in their own time.
+session (`writing`, `locked`), the refusals every call about a session
+passes (a hold, an interrupted Reset, removal or deletion, a data directory
+deleted under the server), and reads of an open session's recent messages.
+Must never change a history.json (appender.py and rewriter.py do), nor
+block on or know about the derived stores: they hear of changes through the
+DerivedStore calls and catch up in their own time.
 """
 
 from __future__ import annotations
@@ -19,71 +17,86 @@ from __future__ import annotations
 import bisect
 import collections
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
-from memsvc.core import durable
+from memsvc.core import durable, layout
 from memsvc.core.config import Settings
-from memsvc.core.errors import AlreadyExists, NotFound, ResourceExhausted, Unavailable, storage_error
-from memsvc.core.ids import check_session_id, is_session_id
+from memsvc.core.errors import AlreadyExists, NotFound, ResourceExhausted, storage_error
+from memsvc.core.ids import check_session_id
+from memsvc.core.layout import TenantLayout
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
+from memsvc.journal.journal import Journal
 from memsvc.runtime import metrics
-from memsvc.window import history, journal
 from memsvc.window.derived import DerivedStore
-from memsvc.window.holds import Holds
-from memsvc.window.intents import Intents
 from memsvc.window.session import Session
 
-JOURNAL = ".journal"
-"The journal's file in the data directory."
+
+class HoldGate(Protocol):
+    """Sessions held while they move (shards/holds.py), and the pause of session creation."""
+
+    def refuse(self, session_id: str) -> None:
+        """Raise UNAVAILABLE while the session is held."""
+
+    def refuse_creation(self) -> None:
+        """Raise UNAVAILABLE while creating sessions is paused."""
 
 
-class Registry:
-    """Every session of the data root; `derived` stores hear of every change."""
+class IntentGate(Protocol):
+    """Resets, removals and deletions a crash or a failure interrupted (lifecycle/intents.py)."""
 
-    def __init__(self, settings: Settings, *, derived: Sequence[DerivedStore], clock: Callable[[], int] = time.time_ns):
+    def refuse_interrupted(self, session_id: str) -> None:
+        """Raise UNAVAILABLE while the session's interrupted operation is not completed."""
+
+    def is_interrupted(self, session_id: str) -> bool: ...
+
+
+class SessionStore:
+    """Every session of one tenant's sessions directory; `derived` stores hear of every open and close."""
+
+    def __init__(self, settings: Settings, places: TenantLayout, journal: Journal, *, holds: HoldGate,
+                 intents: IntentGate, derived: Sequence[DerivedStore], storage: durable.DataPaths):
         self.settings = settings
-        self.root = settings.sessions_dir
-        self.clock = clock
+        self.places = places
+        self.journal = journal
+        self.holds = holds
+        self.intents = intents
         self.derived = tuple(derived)
+        self.storage = storage
+        "Checked before every write: the data directory must still be the one opened."
         self._open: collections.OrderedDict[str, Session] = collections.OrderedDict()
         self._registry = threading.Lock()
-        durable.ensure_dir(self.root)
-        durable.sweep_deleted(self.root)
-        self.journal = journal.Journal(Path(settings.data_dir) / JOURNAL, self.root)
-        "Makes Appends durable, many at once; replays what a crash left before anything reads a history."
-        self.storage = durable.DataPaths([Path(settings.data_dir), self.root])
-        "Checked before every write: the data directory must still be the one opened."
-        self.intents = Intents(self.root)
-        self.holds = Holds(self.root, clock)
-        "Sessions held while they move to another shard: every call about one is refused (holds.py)."
-        self.stored = sum(1 for entry in self.root.iterdir() if entry.is_dir() and is_session_id(entry.name))
+        durable.ensure_dir(places.sessions_dir)
+        durable.sweep_deleted(places.sessions_dir)
+        for leftover in places.sessions_dir.glob(f"{layout.CREATING}*"):  # a kill before its rename
+            durable.remove_tree(leftover)
+        self.stored = len(places.stored())
         "Session directories on disk, counted against max_sessions."
         metrics.gauge("sessions", "Sessions stored on disk.", lambda: self.stored)
         metrics.gauge("open_sessions", "Sessions held in memory.", lambda: len(self._open))
 
-    # -- opening -----------------------------------------------------------
+    # -- where a session is ----------------------------------------------------------------------------------
 
     def directory(self, session_id: str) -> Path:
         """The session's directory, for every call about it: UNAVAILABLE while the session is held."""
         self.holds.refuse(check_session_id(session_id))
-        return self.root / session_id
+        return self.places.session_dir(session_id)
 
     def exists(self, session_id: str) -> bool:
         return self.directory(session_id).is_dir()
 
-    def refuse_interrupted(self, session_id: str) -> None:
-        """UNAVAILABLE while the session's interrupted Reset, removal or deletion is not completed."""
-        interrupted = self.intents.interrupted(session_id)
-        if interrupted is not None:
-            raise Unavailable(f"an interrupted {interrupted.action.replace('_', ' ')} of session {session_id!r} is "
-                              "being completed; retry shortly", reason="SESSION_BEING_CLEARED")
+    def journaled(self, session: Session) -> str:
+        """The session's history.json as the journal names it."""
+        return self.journal.name_of(session.history_path)
 
-    def _get(self, session_id: str, resuming: bool = False) -> Session:
+    # -- opening ---------------------------------------------------------------------------------------------
+
+    def _open_session(self, session_id: str, resuming: bool = False) -> Session:
         if not resuming:
-            self.refuse_interrupted(session_id)
+            self.intents.refuse_interrupted(session_id)
         with self._registry:
             session = self._open.get(session_id)
             if session is not None:
@@ -110,33 +123,50 @@ class Registry:
             else:
                 return  # every open session is busy: over the limit until one is free
 
+    # -- writers ---------------------------------------------------------------------------------------------
+
     @contextmanager
     def writing(self, session_id: str, resuming: bool = False) -> Iterator[Session]:
         """The session, locked against other writers for the block.
 
-        `resuming`: the caller completes the session's interrupted Reset or removal (lifecycle.py).
+        `resuming`: the caller completes the session's interrupted Reset, removal or deletion.
         """
-        session = self._locked(session_id, resuming)
+        session = self.locked(session_id, resuming)
         try:
             yield session
         finally:
             session.lock.release()
 
-    def _locked(self, session_id: str, resuming: bool = False) -> Session:
-        """The open session with its lock held by the caller."""
+    def locked(self, session_id: str, resuming: bool = False) -> Session:
+        """The open session with its lock taken for the caller, who releases it."""
         while True:
-            session = self._get(session_id, resuming)
+            session = self._open_session(session_id, resuming)
             session.lock.acquire()
             if not session.closed:
                 return session
             session.lock.release()
+
+    def locked_now(self, session_id: str) -> Session | None:
+        """The session with its lock taken for the caller, if that needs no wait and no disk (open, free,
+        nothing interrupted); else None."""
+        session = self.in_memory(session_id)
+        if session is None or self.intents.is_interrupted(session_id):
+            return None
+        if not session.lock.acquire(blocking=False):
+            return None
+        if session.closed:
+            session.lock.release()
+            return None
+        return session
+
+    # -- readers ---------------------------------------------------------------------------------------------
 
     def reading(self, session_id: str) -> Session | None:
         """The open session for readers, or None when it has never been written."""
         if not self.exists(session_id):
             self.storage.check()  # not "no such session" when the whole data directory is gone
             return None
-        return self._get(session_id)
+        return self._open_session(session_id)
 
     def in_memory(self, session_id: str) -> Session | None:
         """The session if it is open now, else None: never reads the disk or opens it."""
@@ -146,10 +176,8 @@ class Registry:
     def require(self, session_id: str) -> Session:
         session = self.reading(session_id)
         if session is None:
-            raise NotFound(f"session {session_id!r} does not exist", reason="SESSION_NOT_FOUND")
+            raise NotFound(f"session {session_id!r} does not exist", reason=Reason.SESSION_NOT_FOUND)
         return session
-
-    # -- reading recent messages -----------------------------------------------
 
     def window(self, session_id: str) -> list[Record]:
         """The last max_history_messages messages, oldest first."""
@@ -167,38 +195,49 @@ class Registry:
             records = session.records
             return records[bisect.bisect_right(records, after_id, key=lambda record: record.id):]
 
-    # -- a session directory's life -------------------------------------------
+    # -- a session directory's life --------------------------------------------------------------------------
 
-    def _create(self, directory: Path) -> None:
-        """Make a new session's directory if max_sessions allows one more."""
+    def create(self, session: Session) -> None:
+        """Make a new session's directory if max_sessions allows one more; the caller holds its lock."""
         self.holds.refuse_creation()
         with self._registry:
             self._refuse_one_more()
             self.stored += 1
         try:
-            durable.make_dir(directory)
+            self._make_dir(session)
         except BaseException:
             with self._registry:
                 self.stored -= 1
             raise
+
+    def _make_dir(self, session: Session) -> None:
+        if not layout.is_hashed(session.directory.name):
+            durable.make_dir(session.directory)
+            return
+        # A hashed name does not say its id: the directory appears with its id record, in one rename.
+        staging = self.places.beside(layout.CREATING, session.id)
+        durable.remove_tree(staging)
+        durable.make_dir(staging)
+        layout.record_id(staging / layout.ID_FILE, session.id)
+        durable.publish(staging, session.directory)
 
     def _refuse_one_more(self) -> None:
         """RESOURCE_EXHAUSTED when max_sessions are stored; the caller holds the registry's lock."""
         if self.stored >= self.settings.max_sessions:
             raise ResourceExhausted(
                 f"this server already stores {self.stored} sessions (max_sessions): remove one or raise the "
-                "setting; existing sessions keep working", reason="SESSION_QUOTA_EXCEEDED")
+                "setting; existing sessions keep working", reason=Reason.SESSION_QUOTA_EXCEEDED)
 
     def install(self, session_id: str, staged: Path) -> None:
         """Give an imported session, written complete in `staged`, its place in one rename, counted
         against max_sessions."""
-        target = self.root / check_session_id(session_id)
+        target = self.places.session_dir(check_session_id(session_id))
         # A barrier first: no frame of an earlier session of this id is ever replayed into the imported file.
-        self.journal.settle(self._journaled(session_id))
+        self.journal.settle(self.journal.name_of(target / layout.HISTORY))
         with self._registry:
             if target.exists():
                 raise AlreadyExists(f"session {session_id!r} is already stored here: remove it first to import it "
-                                    "again", reason="SESSION_EXISTS")
+                                    "again", reason=Reason.SESSION_EXISTS)
             self._refuse_one_more()
             try:
                 durable.publish(staged, target)
@@ -212,23 +251,14 @@ class Registry:
     def forget(self, session: Session) -> None:
         """Drop an open session from memory (it is held, and read from disk while it moves); the
         caller holds its lock."""
-        self._unregister(session, removed=False)
+        self.unregister(session, removed=False)
         for store in self.derived:
             store.closed(session.id)
 
-    def _unregister(self, session: Session, removed: bool) -> None:
+    def unregister(self, session: Session, removed: bool) -> None:
         """`session` leaves memory and, `removed`, the count of stored sessions; the caller holds its lock."""
         session.closed = True
         with self._registry:
             self.stored -= removed
             if self._open.get(session.id) is session:
                 del self._open[session.id]
-
-    def _journaled(self, session_id: str) -> str:
-        """The session's history.json as the journal names it."""
-        return f"{session_id}/{history.NAME}"
-
-    def close(self) -> None:
-        """After the last Append: the journal writes what waits and checkpoints."""
-        self.journal.close()
-

@@ -22,7 +22,7 @@ Layout of the file (`<data_dir>/.journal`): frames `<length u32><crc32 u32><seq 
 the first a header; a frame counts while the sequence numbers follow on and the
 checksums hold. The file grows in zero-filled steps and is overwritten in
 place, so a durable write syncs data blocks and no metadata. Must never decide
-what an Append stores (appending.py) nor know history.json's layout (history.py).
+what an Append stores (window/appender.py) nor know history.json's layout (window/history.py).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import msgspec
 
 from memsvc.core import durable, failpoints
 from memsvc.core.errors import Unavailable
+from memsvc.core.reasons import Reason
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,11 @@ BARRIER = -1
 "The offset of a barrier frame: the file's earlier frames no longer apply."
 _HEAD = struct.Struct("<IIQ")
 _SEQUENCE = struct.Struct("<Q")
-_MAGIC = b"memsvc-journal-1"
+_MAGIC = b"memsvc-journal-2"
+"Frames name files relative to the data directory."
+_MAGIC_V1 = b"memsvc-journal-1"
+"Frames name files relative to the sessions directory (before tenants could have sessions elsewhere)."
+_V1_ROOT = "sessions"
 
 Done = Callable[[BaseException | None], None]
 "Called on the journal's thread once a frame is durable (None) or could not be made so (the error)."
@@ -86,23 +91,26 @@ def _framed(sequence: int, payload: bytes) -> bytes:
 
 
 def _frames(data: bytes) -> Iterator[tuple[int, _Frame]]:
-    """(sequence, frame) of every frame that counts: after a header, in sequence, checksums holding."""
-    at, expected = 0, None
+    """(sequence, frame) of every frame that counts: after a header, in sequence, checksums holding; a
+    version 1 journal's paths are made relative to the data directory."""
+    at, expected, prefix = 0, None, ""
     while at + _HEAD.size <= len(data):
         length, checksum, sequence = _HEAD.unpack_from(data, at)
         body = data[at + _HEAD.size:at + _HEAD.size + length]
         if not length or len(body) < length or checksum != _checksum(sequence, body):
             return
         if expected is None:
-            if body != _MAGIC:
+            if body not in (_MAGIC, _MAGIC_V1):
                 return
+            prefix = f"{_V1_ROOT}/" if body == _MAGIC_V1 else ""
         elif sequence != expected:
             return
         else:
             try:
-                yield sequence, _decode(body)
+                frame = _decode(body)
             except msgspec.DecodeError:
                 return
+            yield sequence, msgspec.structs.replace(frame, path=prefix + frame.path) if prefix else frame
         expected = sequence + 1
         at += _HEAD.size + length
 
@@ -111,7 +119,7 @@ class Journal:
     """Opening it replays what a crash left; then `submit` and `settle` until `close`."""
 
     def __init__(self, path: Path, root: Path, capacity: int = CAPACITY, gather_seconds: float = GATHER_SECONDS):
-        """The journal file at `path`, of files named relative to `root`."""
+        """The journal file at `path`, of files named relative to `root` (the data directory)."""
         self.root = root
         self.path = path
         self.capacity = capacity
@@ -171,6 +179,10 @@ class Journal:
         # Past any frame a failed write may have left in this file.
         return last + self.capacity
 
+    def name_of(self, path: Path) -> str:
+        """How the journal names the file at `path` (under its root) in its frames."""
+        return path.relative_to(self.root).as_posix()
+
     # -- writing -------------------------------------------------------------------
 
     def submit(self, relative: str, offset: int, data: bytes, done: Done, here: bool = False) -> None:
@@ -179,7 +191,7 @@ class Journal:
         payload = _encode(_Frame(relative, offset, data))
         with self._wake:
             if self._closing:
-                raise Unavailable("the server is shutting down; retry on the next one", reason="SHUTTING_DOWN")
+                raise Unavailable("the server is shutting down; retry on the next one", reason=Reason.SHUTTING_DOWN)
             self._waiting.append((payload, relative, done))
             if not here and (len(self._waiting) == 1 or len(self._waiting) >= self._gathering):
                 self._wake.notify()

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from memsvc.window.journal import Journal
+from memsvc.journal.journal import Journal
 
 
 class Completions:

@@ -1,6 +1,6 @@
 """Holds: sessions kept still while they move to another shard, and pauses of session creation.
 
-Owns `sessions/.held-<id>` (an empty marker per hold, written durably before
+Owns `sessions/.held-<session directory name>` (a marker per hold holding the id, written durably before
 the hold takes effect and removed before it ends in memory, so a restart
 never forgets one), the transient holds of imports in progress (in memory:
 a crash ends the import anyway), the set every call about a session is
@@ -19,29 +19,27 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memsvc.core import durable
+from memsvc.core import durable, layout
 from memsvc.core.errors import Unavailable
-from memsvc.core.ids import is_session_id
+from memsvc.core.layout import TenantLayout
+from memsvc.core.reasons import Reason
 from memsvc.core.units import NANOS_PER_SECOND
 
-MARKER_PREFIX = ".held-"
 MAX_PAUSE_SECONDS = 600
 
 
 class Holds:
-    def __init__(self, root: Path, clock: Callable[[], int] = time.time_ns):
-        self.root = root
+    def __init__(self, places: TenantLayout, clock: Callable[[], int] = time.time_ns):
+        self.places = places
         self.clock = clock
         self._lock = threading.Lock()
-        self._durable = sorted(entry.name[len(MARKER_PREFIX):] for entry in root.iterdir()
-                               if entry.name.startswith(MARKER_PREFIX)
-                               and is_session_id(entry.name[len(MARKER_PREFIX):]))
+        self._durable = sorted(session_id for session_id, _ in places.besides(layout.HELD))
         "Held session ids, in order (ListHeldSessions pages through them)."
         self._transient: set[str] = set()
         self._paused_until = 0
 
     def _marker(self, session_id: str) -> Path:
-        return self.root / f"{MARKER_PREFIX}{session_id}"
+        return self.places.beside(layout.HELD, session_id)
 
     # -- holds -------------------------------------------------------------------
 
@@ -62,13 +60,13 @@ class Holds:
         """UNAVAILABLE `SESSION_MOVING` when the session is held."""
         if self.held(session_id):
             raise Unavailable(f"session {session_id!r} is moving to another shard; retry shortly",
-                              reason="SESSION_MOVING")
+                              reason=Reason.SESSION_MOVING)
 
     def hold(self, session_id: str) -> None:
         """Hold the session durably (the caller made sure no write of it is in flight)."""
         if self.durable(session_id):
             return
-        durable.atomic_write(self._marker(session_id), b"")
+        layout.record_id(self._marker(session_id), session_id)
         with self._lock:
             if not self._is_durable(session_id):
                 bisect.insort(self._durable, session_id)
@@ -90,7 +88,7 @@ class Holds:
         with self._lock:
             if session_id in self._transient:
                 raise Unavailable(f"session {session_id!r} is being imported already; retry later",
-                                  reason="SESSION_MOVING")
+                                  reason=Reason.SESSION_MOVING)
             self._transient.add(session_id)
         try:
             yield
@@ -127,4 +125,4 @@ class Holds:
         """UNAVAILABLE `SESSION_CREATION_PAUSED` while creating sessions is paused."""
         if self.creation_paused_until():
             raise Unavailable("creating sessions is paused on this server while shards change; retry shortly "
-                              "(existing sessions keep working)", reason="SESSION_CREATION_PAUSED")
+                              "(existing sessions keep working)", reason=Reason.SESSION_CREATION_PAUSED)

@@ -26,7 +26,10 @@ def reference_directory(root: Path) -> Path:
     beta = sessions / "beta"
     beta.mkdir()
     (beta / "history.json").write_text(json.dumps([{"role": "user", "content": "no time at all"}]))
-    bad = sessions / "-bad"
+    named = sessions / "user:42"  # a framework's id: stored under an escaped name, served as written
+    named.mkdir()
+    (named / "history.json").write_text(json.dumps([{"role": "user", "content": "hello from a framework"}]))
+    bad = sessions / "bad\x07"  # a control character: no session id holds one
     bad.mkdir()
     (bad / "history.json").write_text("[]")
     return root / "reference"
@@ -51,8 +54,8 @@ def test_import_then_serve(tmp_path, data_dir, make_server):
     before = digest(source)
     result = run_import(source, data_dir)
     assert result.returncode == 0, result.stderr
-    assert "imported 2 sessions (4 messages)" in result.stdout
-    assert "skipped -bad: not a valid session id" in result.stdout
+    assert "imported 3 sessions (5 messages)" in result.stdout
+    assert "skipped bad\x07: not a valid session id" in result.stdout
     assert digest(source) == before  # the source is never modified
 
     server = make_server()
@@ -68,6 +71,8 @@ def test_import_then_serve(tmp_path, data_dir, make_server):
         hits = client.search("alpha", "沙盒", match="keyword").hits
         assert sorted(h.message.id for h in hits) == [1, 2]
         assert client.get_context("beta").window[0].send_at_unix_nano > 0
+        assert [m.content for m in client.get_context("user:42").window] == ["hello from a framework"]
+        assert "user:42" in [info.session_id for info in client.list_sessions().sessions]
     assert (data_dir / "sessions/alpha/.summary_cursor").read_text() == "2025-02-03 09:10:11"
 
 

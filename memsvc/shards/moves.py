@@ -3,59 +3,63 @@
 Owns the order of a hold (the writes in flight finish, the hold is recorded,
 the open copy leaves memory, so a held session is only ever read from disk),
 the rule that only a held session is read or dropped by a move, and
-`sessions/.importing-<id>/`, where an imported session is written complete
-(history.json and the id floor here; the summary tier's files by their
-owner) before registry.py gives it its place in one rename. Must never touch the
-derived stores or decide what moves: the transfer package does.
+`sessions/.importing-<session directory name>/`, where an imported session
+is written complete (history.json, the id floor and, for a hashed name, the
+id record here; the summary tier's files by their owner) before the store
+gives it its place in one rename. Must never touch the derived stores or
+decide what moves: the transfer package does.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from memsvc.core import durable
+from memsvc.core import durable, layout
 from memsvc.core.errors import FailedPrecondition, storage_error
-from memsvc.core.ids import check_session_id, is_session_id
+from memsvc.core.ids import check_session_id
+from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
+from memsvc.shards.holds import Holds
 from memsvc.window import history
+from memsvc.window.rewriter import Rewriter
 from memsvc.window.session import Session
-from memsvc.window.sessions import Sessions
-
-STAGING_PREFIX = ".importing-"
+from memsvc.window.store import SessionStore
 
 
 class Moves:
-    def __init__(self, sessions: Sessions):
-        self.sessions = sessions
-        self.holds = sessions.holds
+    def __init__(self, store: SessionStore, rewriter: Rewriter, holds: Holds):
+        self.store = store
+        self.rewriter = rewriter
+        self.holds = holds
+        self.places = store.places
 
     def stores(self, session_id: str) -> bool:
         """Whether the session's directory is here, held or not."""
-        return (self.sessions.root / check_session_id(session_id)).is_dir()
+        return self.places.session_dir(check_session_id(session_id)).is_dir()
 
     def hold(self, session_id: str) -> bool:
         """Hold the session once the writes in flight are done; returns whether it is stored here
         (False: the hold reserves the id for an import)."""
         if not self.holds.durable(check_session_id(session_id)):
-            with self.sessions.writing(session_id) as session:
+            with self.store.writing(session_id) as session:
                 self.holds.hold(session_id)
-                self.sessions.forget(session)
+                self.store.forget(session)
         return self.stores(session_id)
 
     def held_copy(self, session_id: str) -> Session:
         """The held session as stored, read afresh and never shared: nothing else reads or writes it."""
         if not self.holds.held(check_session_id(session_id)):
             raise FailedPrecondition(f"session {session_id!r} is not held: hold it first (HoldSession)",
-                                     reason="SESSION_NOT_HELD")
-        self.sessions.refuse_interrupted(session_id)  # its files are half way through a Reset or deletion
-        return Session(session_id, self.sessions.root / session_id)
+                                     reason=Reason.SESSION_NOT_HELD)
+        self.store.intents.refuse_interrupted(session_id)  # its files are half way through a Reset or deletion
+        return Session(session_id, self.places.session_dir(session_id))
 
     def drop(self, session_id: str) -> tuple[int, bool]:
         """Delete the held session's files (the caller cleared its derived stores first); returns
         (messages that were in history.json, whether it had a summary)."""
         session = self.held_copy(session_id)
         removed = len(session.records), session.summary_path.exists()
-        self.sessions.remove(session)
+        self.rewriter.remove(session)
         return removed
 
     # -- imports -----------------------------------------------------------------
@@ -66,23 +70,28 @@ class Moves:
         try:
             durable.remove_tree(path)
             durable.ensure_dir(path)
+            if layout.is_hashed(path.name.removeprefix(layout.STAGING)):
+                layout.record_id(path / layout.ID_FILE, session_id)
         except OSError as exc:
             raise storage_error(exc, f"importing session {session_id}") from exc
         return Staging(session_id, path)
 
     def install(self, session_id: str) -> None:
-        self.sessions.install(session_id, self._staging_path(session_id))
+        self.store.install(session_id, self._staging_path(session_id))
 
     def staged(self) -> list[str]:
-        """Sessions whose import stopped before it was installed (a crash): their staging is left."""
-        return [entry.name[len(STAGING_PREFIX):] for entry in self.sessions.root.iterdir()
-                if entry.name.startswith(STAGING_PREFIX) and is_session_id(entry.name[len(STAGING_PREFIX):])]
+        """Sessions whose import stopped before it was installed (a crash): their staging is left. A staging
+        directory a kill left before its id was recorded holds nothing yet, and is removed here."""
+        named = self.places.besides(layout.STAGING)
+        for leftover in set(self.places.sessions_dir.glob(f"{layout.STAGING}*")) - {path for _, path in named}:
+            durable.remove_tree(leftover)
+        return [session_id for session_id, _ in named]
 
     def discard_staging(self, session_id: str) -> None:
         durable.remove_tree(self._staging_path(session_id))
 
     def _staging_path(self, session_id: str) -> Path:
-        return self.sessions.root / f"{STAGING_PREFIX}{check_session_id(session_id)}"
+        return self.places.beside(layout.STAGING, check_session_id(session_id))
 
 
 class Staging:
@@ -96,13 +105,13 @@ class Staging:
     def append(self, records: list[Record]) -> None:
         """Add messages at the end of history.json, durably."""
         try:
-            self._size = history.append(self.directory / "history.json", self._size, records)
+            self._size = history.append(self.directory / layout.HISTORY, self._size, records)
         except OSError as exc:
             raise storage_error(exc, f"importing session {self.session_id}") from exc
 
     def keep_next_id(self, next_id: int) -> None:
         """Ids go on from `next_id`, whatever history.json holds (they never repeat in a session)."""
         try:
-            durable.atomic_write(self.directory / ".next_id", str(next_id).encode())
+            durable.atomic_write(self.directory / layout.NEXT_ID, str(next_id).encode())
         except OSError as exc:
             raise storage_error(exc, f"importing session {self.session_id}") from exc

@@ -1,0 +1,203 @@
+"""Reset, RemoveSession and DeleteMessages across every store, as one step each.
+
+Owns the order of each (an intent record first, intents.py; the archive
+next, which may refuse before anything changed; then the other derived
+stores; history.json and the summary tier's files last), completing an
+interrupted one (at start, at the next Reset, RemoveSession or
+DeleteMessages of the session, or by the minute job), and which messages a
+DeleteMessages names (by ids, or the newest, from history.json or the
+archive). Must never write a store's files itself: each store does that.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
+
+import msgspec
+
+from memsvc.core import failpoints
+from memsvc.core.config import Settings
+from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError, NotFound
+from memsvc.core.reasons import Reason
+from memsvc.core.records import Record
+from memsvc.lifecycle.intents import Action, Intent, Intents
+from memsvc.window.derived import ArchiveOfRecord, DerivedStore
+from memsvc.window.rewriter import Rewriter
+from memsvc.window.session import Session
+from memsvc.window.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+SessionHold = Callable[[str], AbstractContextManager[object]]
+"Holds one session against another writer of its files for a block (the summarizer's guard)."
+
+
+class Deleted(msgspec.Struct):
+    history_messages: int = 0
+    archived_messages: int = 0
+    vectors: int = 0
+    summary: bool = False
+
+
+class Deletion(msgspec.Struct):
+    records: list[Record]
+    "The deleted messages as they were stored, oldest first."
+    deleted: Deleted
+
+
+class Clearing:
+    """Reset, RemoveSession and DeleteMessages. `exclusive` are held by Reset and RemoveSession so other
+    writers of a session's files (the summarizer) wait for them. DeleteMessages does not hold them: it
+    touches no file of theirs, and waiting out a summary run's LLM calls would outlast its callers'
+    deadlines."""
+
+    def __init__(self, settings: Settings, store: SessionStore, rewriter: Rewriter, intents: Intents,
+                 archive: ArchiveOfRecord, derived: Sequence[DerivedStore], *,
+                 exclusive: Sequence[SessionHold] = ()):
+        self.settings = settings
+        self.store = store
+        self.rewriter = rewriter
+        self.intents = intents
+        self.archive = archive
+        self.derived = tuple(derived)
+        self.exclusive = tuple(exclusive)
+
+    def reset(self, session_id: str, keep_summary: bool) -> Deleted:
+        return self._clear(session_id, "reset" if keep_summary else "reset_all")
+
+    def remove(self, session_id: str) -> Deleted:
+        return self._clear(session_id, "remove")
+
+    def _clear(self, session_id: str, action: Action) -> Deleted:
+        """Reset or remove a session in every store, as one step: an intent first, then each store."""
+        self.store.storage.check()
+        self.archive.check_writable()  # refuse before anything changes, not half way
+        self.finish_interrupted(session_id)
+        self.store.require(session_id)
+        with self._excluding(session_id, action), self.store.writing(session_id) as session:
+            if not session.directory.is_dir():  # removed while this call waited for the session
+                raise NotFound(f"session {session_id!r} does not exist", reason=Reason.SESSION_NOT_FOUND)
+            intent = Intent(session_id, action, session.next_id)
+            self.intents.begin(intent)
+            deleted = self._apply(session, intent, fresh=True)
+        log.info("reset" if action != "remove" else "removed session", extra={"session": session_id,
+                                                                              "action": action})
+        return deleted
+
+    def delete_messages(self, session_id: str, ids: Sequence[int] = (), last: int = 0) -> Deletion:
+        """DeleteMessages: the messages with these ids, or the newest `last`, from every store as one step."""
+        self._check_targets(ids, last)
+        self.store.storage.check()
+        self.archive.check_writable()
+        self.finish_interrupted(session_id)
+        self.store.require(session_id)
+        with self.store.writing(session_id) as session:
+            if not session.directory.is_dir():
+                raise NotFound(f"session {session_id!r} does not exist", reason=Reason.SESSION_NOT_FOUND)
+            records = self._newest(session, last) if last else self._stored(session, set(ids))
+            if not records:
+                return Deletion([], Deleted())
+            intent = Intent(session_id, "delete", session.next_id, tuple(record.id for record in records))
+            self.intents.begin(intent)
+            deleted = self._apply(session, intent, fresh=True)
+        log.info("deleted messages", extra={"session": session_id, "messages": len(records)})
+        return Deletion(records, deleted)
+
+    def _check_targets(self, ids: Sequence[int], last: int) -> None:
+        most = self.settings.max_messages_per_request
+        if bool(ids) == bool(last):
+            raise InvalidArgument("name the messages to delete by ids or by last, exactly one of the two",
+                                  reason=Reason.DELETE_TARGET_AMBIGUOUS if ids else Reason.DELETE_TARGET_REQUIRED)
+        if len(ids) > most or last > most:
+            raise InvalidArgument(f"at most {most} messages in one DeleteMessages (max_messages_per_request)",
+                                  reason=Reason.TOO_MANY_MESSAGES)
+
+    def _newest(self, session: Session, last: int) -> list[Record]:
+        """The newest `last` messages, from the archive too when history.json holds fewer."""
+        recent = session.records[-last:]
+        if len(recent) == last:
+            return list(recent)
+        cut = recent[0].id if recent else session.next_id
+        return self.archive.messages(session.id, 0, cut, limit=last - len(recent), newest_first=True) + recent
+
+    def _stored(self, session: Session, ids: set[int]) -> list[Record]:
+        """The stored messages among `ids`: from history.json, else from the archive."""
+        recent = [record for record in session.records if record.id in ids]
+        rest = sorted(ids - {record.id for record in recent})
+        archived = self.archive.stored(session.id, rest) if rest else []
+        return sorted(archived + recent, key=lambda record: record.id)
+
+    def _apply(self, session: Session, intent: Intent, fresh: bool = False) -> Deleted:
+        """Do what `intent` says in every store, then forget it; the caller holds the session.
+
+        `fresh`: the intent was just recorded, so no store has been touched for it yet.
+        """
+        deleting, ids = intent.action == "delete", list(intent.ids)
+        step = "delete" if deleting else "clear"
+        try:
+            failpoints.hit(f"lifecycle.{step}.intended")
+            deleted = Deleted(archived_messages=self.archive.deleted(session.id, ids) if deleting
+                              else self.archive.cleared(session.id))
+        except FailedPrecondition:
+            if not fresh:
+                self.intents.failed(intent)
+                raise
+            # The archive goes first, and refused the clear without committing any of it (it is damaged):
+            # no store has changed, so the operation is simply not done.
+            self.intents.done(session.id)
+            raise
+        except BaseException:
+            self.intents.failed(intent)
+            raise
+        try:
+            for store in self.derived:
+                if store is not self.archive:
+                    deleted.vectors += store.deleted(session.id, ids) if deleting else store.cleared(session.id)
+            failpoints.hit(f"lifecycle.{step}.derived")
+            if deleting:
+                deleted.history_messages = len(self.rewriter.drop(session, set(ids), intent.next_id))
+            elif intent.action == "remove":
+                deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
+                self.rewriter.remove(session)
+            elif session.directory.is_dir():  # (one deleted from outside has nothing left to clear)
+                deleted.history_messages, deleted.summary = self.rewriter.clear(
+                    session, drop_summary=intent.action == "reset_all", next_id=intent.next_id)
+            self.intents.done(session.id)
+        except BaseException:
+            self.intents.failed(intent)
+            raise
+        return deleted
+
+    def finish_interrupted(self, session_id: str | None = None) -> int:
+        """Complete the interrupted Resets, removals and deletions (of one session, or all); returns how
+        many were completed. At start, by a job each minute, and before a new one of the session."""
+        finished = 0
+        for intent in self.intents.all_interrupted():
+            if session_id is not None and intent.session_id != session_id:
+                continue
+            try:
+                with self._excluding(intent.session_id, intent.action), \
+                        self.store.writing(intent.session_id, resuming=True) as session:
+                    if self.intents.interrupted(intent.session_id) is not intent:
+                        continue  # completed meanwhile
+                    self._apply(session, intent)
+            except Exception as exc:
+                if session_id is not None:
+                    raise
+                log.error("interrupted reset, removal or deletion still cannot be completed; retried in a minute",
+                          exc_info=not isinstance(exc, MemsvcError), extra={
+                              "session": intent.session_id, "action": intent.action,
+                              "reason": getattr(exc, "reason", type(exc).__name__)})
+                continue
+            finished += 1
+            log.info("completed an interrupted reset, removal or deletion", extra={
+                "session": intent.session_id, "action": intent.action})
+        return finished
+
+    def _excluding(self, session_id: str, action: Action) -> ExitStack:
+        stack = ExitStack()
+        for hold in self.exclusive if action != "delete" else ():
+            stack.enter_context(hold(session_id))
+        return stack

@@ -1,0 +1,3 @@
+"""Compaction and clearing as a tenant builds them, over a temp data directory, with a real archive."""
+
+from tests.support.window import world  # noqa: F401 (a fixture)
