@@ -58,8 +58,8 @@ def keyword_pools(persona: realmem.Persona, data_dir: Path) -> dict[int, tuple[l
         pools = {}
         for case in persona.queries:
             until = persona.turns[case.position].send_at
-            found = app.tenant().searcher.keyword.ranked(Query(session_id=persona.name, text=case.text, match="keyword"),
-                                                Bounds(POOL, 0, until))
+            query = Query(session_id=persona.name, text=case.text, match="keyword")
+            found = app.tenant().searcher.keyword.ranked(query, Bounds(POOL, 0, until))
             pools[case.position] = ([position_of[hit.record.id] for hit in found.hits],
                                     [hit.score for hit in found.hits])
     finally:

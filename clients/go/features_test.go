@@ -53,7 +53,7 @@ func TestErrorsMatchTheirCodeSentinel(t *testing.T) {
 		t.Fatalf("a role that does not exist: %v %v", message, err)
 	}
 	message, _ = memsvc.Msg("assistant", "hi")
-	if _, err := tcp.Append(ctx, &memsvcv1.AppendRequest{SessionId: "bad id!", Messages: []*memsvcv1.Message{message}}); !errors.Is(err, memsvc.ErrInvalidArgument) {
+	if _, err := tcp.Append(ctx, &memsvcv1.AppendRequest{SessionId: "bad\u202eid", Messages: []*memsvcv1.Message{message}}); !errors.Is(err, memsvc.ErrInvalidArgument) {
 		t.Fatalf("bad id: %v", err)
 	}
 }

@@ -4,7 +4,10 @@ the error-memory purge.
 Owns when jobs run: each registered job runs on a daemon thread of its own
 at the times its cron expression names (local time), never overlapping
 itself; a time that comes while the previous run is still going is skipped,
-and times missed while the machine slept are run once. The clock is
+and times missed while the machine slept are run once. A run refused for a
+known condition (a domain error: the data directory deleted, a database
+down) is logged once, as the condition, until a run succeeds again; anything
+else is a bug and logged with its traceback every time. The clock is
 injectable, so tests move time and call `tick()`. Must never know what a job
 does, and never run one on the caller's thread (the event loop).
 
@@ -22,7 +25,7 @@ from datetime import datetime
 
 from cronsim import CronSim, CronSimError
 
-from memsvc.core.errors import InvalidSetting
+from memsvc.core.errors import InvalidSetting, MemsvcError
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,8 @@ class Job:
         self.schedule = schedule
         self.action = action
         self.thread: threading.Thread | None = None
+        self.failing: str | None = None
+        "The reason the last runs were refused for, logged once; None while they succeed."
 
     @property
     def running(self) -> bool:
@@ -54,8 +59,18 @@ class Job:
     def _run(self) -> None:
         try:
             self.action()
+        except MemsvcError as exc:
+            if exc.reason != self.failing:
+                log.error("job refused; logged again only once it changes or recovers",
+                          extra={"job": self.name, "reason": exc.reason, "detail": exc.message})
+            self.failing = exc.reason
+            return
         except Exception:
             log.exception("job failed", extra={"job": self.name})
+            return
+        if self.failing is not None:
+            log.info("job recovered", extra={"job": self.name, "reason": self.failing})
+            self.failing = None
 
 
 class Scheduler:

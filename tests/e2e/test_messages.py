@@ -126,7 +126,7 @@ def test_list_messages_of_a_session_never_written_is_empty(client):
     with pytest.raises(NotFoundError):
         client.delete_messages("nobody", [1])
     with pytest.raises(InvalidArgumentError):
-        client.list_messages("bad id!")
+        client.list_messages("bad\x00id")
 
 
 def test_an_existing_data_directory_keeps_working(make_server, data_dir):

@@ -39,7 +39,7 @@ def test_summarize_without_a_summary_model_says_which_setting_to_set(client):
     assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "SUMMARY_MODEL_NOT_CONFIGURED")
     assert "summary_model" in message
     assert status_of(lambda: client.summarize("nobody"))[:2] == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
-    assert status_of(lambda: client.summarize("../x"))[0] == grpc.StatusCode.INVALID_ARGUMENT
+    assert status_of(lambda: client.summarize(".."))[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert client.get_summary("s").summary is None
 
 

@@ -15,6 +15,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memsvc.core.ids import is_session_id
+from memsvc.core.layout import TenantLayout
 from memsvc_client.v1 import error_memory_pb2 as epb
 from memsvc_client.v1 import error_memory_pb2_grpc, fit_pb2_grpc, memory_pb2_grpc
 from memsvc_client.v1 import fit_pb2 as fpb
@@ -24,13 +26,13 @@ from tests.support.lessons import PostgresBackend
 
 DOCUMENTED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
               grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED}
-VALID_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+PLAIN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 CANARY = "canary"
 EXAMPLES = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 nasty_ids = st.sampled_from(["", ".", "..", "../x", "a/b", "/etc/passwd", "a\x00b", "-x", ".store", "x" * 129,
                              "x" * 10_000, "caf\u00e9", "\u6c99\u76d2", "a b", "sessions", "s\n", "%2e%2e"])
-session_ids = st.one_of(nasty_ids, st.text(max_size=200), st.from_regex(VALID_ID, fullmatch=True)).filter(
+session_ids = st.one_of(nasty_ids, st.text(max_size=200), st.from_regex(PLAIN_ID, fullmatch=True)).filter(
     lambda value: value != CANARY)
 int32s = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 uint32s = st.integers(min_value=0, max_value=2**32 - 1)
@@ -51,16 +53,21 @@ class Live:
         self.memory.Append(pb.AppendRequest(session_id=CANARY,
                                             messages=[pb.Message(role=pb.ROLE_USER, content="keep me")]))
         self.canary = self._canary()
+        self.top = sorted(path.name for path in server.data_dir.parent.iterdir())
+        "What lies beside the data directory: nothing an id names may appear there."
 
     def _canary(self) -> bytes:
         return (self.server.data_dir / "sessions" / CANARY / "history.json").read_bytes()
 
     def check(self) -> None:
-        """The canary session is untouched, no directory escaped the id rules, and the server still serves."""
+        """The canary session is untouched, every directory in sessions/ is one the layout gives an id, nothing
+        appeared beside the data directory, and the server still serves."""
         assert self._canary() == self.canary
-        strays = [path.name for path in (self.server.data_dir / "sessions").iterdir()
-                  if not VALID_ID.fullmatch(path.name) and not path.name.startswith(".deleting-")]
+        sessions = TenantLayout("default", self.server.data_dir / "sessions", self.server.data_dir / ".store")
+        strays = [path.name for path in sessions.sessions_dir.iterdir()
+                  if not path.name.startswith(".") and sessions.session_id(path) is None]
         assert not strays
+        assert sorted(path.name for path in self.server.data_dir.parent.iterdir()) == self.top
         status = self.health.Check(health_pb2.HealthCheckRequest(), timeout=10).status
         assert status == health_pb2.HealthCheckResponse.SERVING
 
@@ -93,7 +100,7 @@ messages = st.builds(pb.Message, role=int32s, content=texts, sender=st.text(max_
 @given(session_id=session_ids, batch=st.lists(messages, max_size=4), key=st.text(max_size=300))
 def test_append(live, session_id, batch, key):
     code = status_of(live.memory.Append, pb.AppendRequest(session_id=session_id, messages=batch, idempotency_key=key))
-    if not VALID_ID.fullmatch(session_id):
+    if not is_session_id(session_id):
         assert code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)  # size is checked first
     live.check()
 

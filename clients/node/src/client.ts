@@ -124,7 +124,7 @@ export function sessionHeader(sessionId: string): string {
 const PER_SESSION = new Set([MemoryService.typeName, FitService.typeName, ShardService.typeName]);
 
 /** Names the session of every per-session unary RPC whose request has a session_id. */
-const sessionHeader: Interceptor = (next) => (request) => {
+const routeBySession: Interceptor = (next) => (request) => {
   const sessionId = (request.message as { sessionId?: unknown }).sessionId;
   if (!request.stream && PER_SESSION.has(request.service.typeName) &&
     request.method.input.fields.some((field) => field.name === "session_id") &&
@@ -151,7 +151,7 @@ export class MemsvcClient {
     const endpoint = parseTarget(target, tls !== undefined);
     this.sessions = sessionManager(endpoint, tls);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    const interceptors: Interceptor[] = [sessionHeader];
+    const interceptors: Interceptor[] = [routeBySession];
     if (options.retry !== false) {
       interceptors.push(retrying(options.retry ?? DEFAULT_RETRY));
     }
