@@ -64,7 +64,8 @@ from memsvc.window.transcript import Transcript
 
 class Problem(msgspec.Struct, frozen=True):
     part: str
-    "data_dir (nothing can be stored: the server is not serving) or archive (only what needs it is refused)."
+    """data_dir (nothing can be stored: the server is not serving), archive (only what needs it is refused) or
+    archive_session (one session's archive is refused; every other session is served)."""
     detail: str
 
 
@@ -164,6 +165,8 @@ class Tenant:
             found.append(Problem("data_dir", f"{missing} was deleted or replaced while the server ran"))
         if self.archive.damage.problem is not None:
             found.append(Problem("archive", self.archive.damage.problem))
+        found += [Problem("archive_session", f"session {session_id!r}: {why}")
+                  for session_id, why in sorted(self.archive.set_aside().items())]
         return found
 
     def stop(self) -> None:

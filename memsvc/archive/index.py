@@ -32,7 +32,7 @@ from memsvc.archive import keywords, reindex
 from memsvc.archive.integrity import ORPHANED, ORPHANED_REMEDY, Damage, engine_failure, has_orphaned_segments
 from memsvc.archive.writer import CLOSE_SECONDS, Op, Writer
 from memsvc.core import durable, failpoints
-from memsvc.core.errors import MemsvcError, Unavailable
+from memsvc.core.errors import FailedPrecondition, MemsvcError, Unavailable
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
@@ -148,15 +148,26 @@ class Archive:
                           "empty"})
             return Cutoffs()
 
-    def check_writable(self) -> None:
-        """Raise ARCHIVE_DAMAGED (or UNAVAILABLE once closing) if a change handed over now cannot commit."""
+    def check_writable(self, session_id: str | None = None) -> None:
+        """Raise ARCHIVE_DAMAGED (or UNAVAILABLE once closing) if a change handed over now cannot commit,
+        and ARCHIVE_SESSION_SET_ASIDE when the session's messages could not be stored."""
         self.damage.check()
         if self._writer is not None and self._writer.closing:
             raise Unavailable("the server is shutting down; retry on the next one", reason=Reason.SHUTTING_DOWN)
+        if session_id is not None:
+            self._refuse_set_aside(session_id)
 
-    def writer_alive(self) -> bool:
-        """False only when the index opened but its writer thread is gone."""
-        return self._writer is None or self._writer.alive() or self._writer.closing
+    def set_aside(self) -> dict[str, str]:
+        """Sessions whose messages the writer could not store -> why."""
+        return dict(self._writer.set_aside) if self._writer is not None else {}
+
+    def _refuse_set_aside(self, session_id: str) -> None:
+        why = self._writer.set_aside.get(session_id) if self._writer is not None else None
+        if why is not None:
+            raise FailedPrecondition(
+                f"the archive could not store messages of session {session_id!r} ({why}) and refuses its archive "
+                "until it is reset or removed; other sessions are not affected",
+                reason=Reason.ARCHIVE_SESSION_SET_ASIDE)
 
     # -- DerivedStore ----------------------------------------------------------
 
@@ -182,6 +193,8 @@ class Archive:
         self._enqueue(op)
         self.flush()
         failpoints.hit("archive.cleared")
+        if self._writer is not None:
+            self._writer.forgive(session_id)
         with self._meta_lock:
             if self.meta.start_at.pop(session_id, None) is not None:
                 durable.atomic_write(self.meta_path, msgspec.json.encode(self.meta))
@@ -244,6 +257,7 @@ class Archive:
                  newest_first: bool = False) -> list[Record]:
         """Archived messages with after_id < id < below_id, oldest first; with `limit`, only the
         first (or `newest_first`, the last) `limit` of them."""
+        self._refuse_set_aside(session_id)
         if below_id - after_id <= 1:
             return []
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._session(session_id)),
@@ -254,6 +268,7 @@ class Archive:
     @_reading
     def stored(self, session_id: str, ids: list[int]) -> list[Record]:
         """The archived messages with these ids, oldest first."""
+        self._refuse_set_aside(session_id)
         if not ids:
             return []
         return self._in_id_order(self._messages_with_ids(session_id, ids))
@@ -275,6 +290,7 @@ class Archive:
     @_reading
     def count(self, session_id: str, below_id: int | None = None) -> int:
         """Archived messages of a session (committed ones); with `below_id`, only those with a lower id."""
+        self._refuse_set_aside(session_id)
         if below_id is None:
             return self._count(session_id)
         if below_id <= 1:
@@ -288,6 +304,7 @@ class Archive:
                since: int, until: int, limit: int) -> list[tuple[Record, float]]:
         """The best `limit` archived messages with id < below_id matching `query`, by BM25 with the idf of
         `statistics` (keywords.term_score's scale)."""
+        self._refuse_set_aside(session_id)
         if below_id <= 1 or not query:
             return []
         # The session and id bounds only filter: scoring 0, they leave BM25 alone (recent messages lack them).

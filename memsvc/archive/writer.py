@@ -5,7 +5,10 @@ gathers queued operations for up to `commit_interval` (or until a flush
 asks for a commit now), applies them and commits once. A commit the disk
 refuses is rolled back and retried with backoff, never dropped; the files
 are checked at the first failure and now and then after it, and a damaged
-index (integrity.py) ends the retries. At `close` the thread commits what is
+index (integrity.py) ends the retries. An operation whose own data cannot be
+stored (a value no field can hold) is never retried: it is set aside with its
+session named, that session's archive is refused with the reason until a
+Reset or removal clears it, and every other session keeps committing. At `close` the thread commits what is
 queued and stops within its timeout. The thread survives every failure; one
 it cannot understand stops all writing as damage does (until a restart,
 which re-indexes from history.json what was not committed), so nothing is
@@ -35,6 +38,8 @@ FIRST_RETRY_SECONDS, LAST_RETRY_SECONDS = 0.1, 5.0
 CHECK_EVERY_FAILURES = 8
 "A failing commit checks the files at its first failure and then every this many (a full read of the index)."
 CLOSE_SECONDS = 5.0
+UNSTORABLE = (OverflowError, TypeError, UnicodeEncodeError)
+"What building a document raises for a value no field holds (an id past 2^64, a lone surrogate): retrying cannot help."
 
 
 class Op(msgspec.Struct):
@@ -48,6 +53,12 @@ class Op(msgspec.Struct):
     "clear and delete: how many of the session's messages it deleted, set by the writer."
     number: int = 0
     "Its place in the queue, from 1."
+
+
+class _Unstorable(Exception):
+    def __init__(self, op: Op, cause: BaseException):
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.op = op
 
 
 class Writer:
@@ -82,12 +93,18 @@ class Writer:
         "Ids added by the batch being applied, not yet visible to searchers."
         self._batch_cleared: set[str] = set()
         "Sessions a clear of the batch being applied deleted: their committed messages are counted already."
+        self.set_aside: dict[str, str] = {}
+        "Sessions with an operation that could not be stored -> why; their archive is refused until cleared."
+        self._refused: set[int] = set()
+        "Numbers of the operations of the batch being applied that were set aside."
         self._thread = threading.Thread(target=self._run, name="archive-writer", daemon=True)
         self._thread.start()
         metrics.gauge("archive_queue_depth", "Archive operations queued but not committed.",
                       lambda: self._queued - self._settled)
         metrics.total("archive_committed_operations_total", "Archive operations committed.",
                       lambda: self._committed)
+        metrics.gauge("archive_sessions_set_aside", "Sessions whose messages the archive could not store.",
+                      lambda: len(self.set_aside))
 
     @property
     def closing(self) -> bool:
@@ -178,6 +195,7 @@ class Writer:
         """Apply and commit `ops`, retrying (never dropping) while the disk refuses; given up on only
         when the index is damaged or the server is closing."""
         delay, failures = FIRST_RETRY_SECONDS, 0
+        self._refused = set()
         while True:
             if self.damage.problem is not None or (failures and self._closing.is_set()):
                 self._settle(ops, committed=False)
@@ -185,10 +203,15 @@ class Writer:
             self._batch_ids, self._batch_cleared = {}, set()
             try:
                 for op in ops:
-                    self._apply(op)
+                    if op.number not in self._refused:
+                        self._apply_checked(op)
                 failpoints.hit("archive.commit")
                 self._writer.commit()
                 self.index.reload()
+            except _Unstorable as unstorable:  # its own data: the batch is applied again without it, at once
+                self._set_aside(unstorable.op, str(unstorable))
+                self._writer.rollback()
+                continue
             except BaseException as exc:
                 if not engine_failure(exc):
                     raise
@@ -199,6 +222,27 @@ class Writer:
                 continue
             self._settle(ops, committed=True)
             return
+
+    def _apply_checked(self, op: Op) -> None:
+        try:
+            self._apply(op)
+        except UNSTORABLE as exc:
+            raise _Unstorable(op, exc) from exc
+
+    def _set_aside(self, op: Op, why: str) -> None:
+        self._refused.add(op.number)
+        with self._progress:
+            first = op.session_id not in self.set_aside
+            self.set_aside[op.session_id] = why
+        if first:
+            log.error("archive set a session's messages aside: they cannot be stored, and retrying cannot help; "
+                      "the session's archive is refused until it is reset or removed; other sessions go on",
+                      extra={"session": op.session_id, "op": op.kind, "messages": len(op.records), "error": why})
+
+    def forgive(self, session_id: str) -> None:
+        """The session was cleared (its messages are gone): its archive is served again."""
+        with self._progress:
+            self.set_aside.pop(session_id, None)
 
     def _failed(self, exc: BaseException, failures: int, ops: int) -> None:
         """Roll back, tell flush() why, and check the files now and then: a damaged index ends the retries."""

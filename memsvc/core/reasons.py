@@ -81,6 +81,8 @@ class Reason(enum.StrEnum):
     SESSION_MOVING = auto(), Kind.UNAVAILABLE, "The session is held while it moves to another shard, or being imported."
     SESSION_CREATION_PAUSED = auto(), Kind.UNAVAILABLE, "Creating sessions is paused while shards change."
     SESSION_NOT_HELD = auto(), Kind.FAILED_PRECONDITION, "The call needs the session held first (HoldSession)."
+    SESSION_IDS_EXHAUSTED = (auto(), Kind.RESOURCE_EXHAUSTED,
+                             "The session's message ids reached 2^63 - 1; export what it holds into a new session.")
     SESSION_CHANGED = (auto(), Kind.UNAVAILABLE,
                        "Messages of the session were deleted during its export; export it again.")
     INVALID_PAGE_TOKEN = auto(), Kind.INVALID_ARGUMENT, "The page token is not one this server handed out."
@@ -110,6 +112,8 @@ class Reason(enum.StrEnum):
     ARCHIVE_BEHIND = auto(), Kind.UNAVAILABLE, "The archive has not committed what this call needs yet; retry shortly."
     ARCHIVE_UNAVAILABLE = auto(), Kind.UNAVAILABLE, "The archive cannot commit now; retry later."
     ARCHIVE_DAMAGED = auto(), Kind.FAILED_PRECONDITION, "The archive index is damaged; the message names the remedy."
+    ARCHIVE_SESSION_SET_ASIDE = (auto(), Kind.FAILED_PRECONDITION,
+                                 "The archive could not store this session's messages; reset or remove it.")
 
     # -- export and import ------------------------------------------------------------------------------------
     IMPORT_HEAD_MISSING = auto(), Kind.INVALID_ARGUMENT, "An import did not start with the head of an export."
@@ -118,6 +122,10 @@ class Reason(enum.StrEnum):
     IMPORT_MISMATCH = (auto(), Kind.INVALID_ARGUMENT,
                        "An import does not match its end part's totals; nothing was stored.")
     IMPORT_STALLED = auto(), Kind.UNAVAILABLE, "An import's client stopped sending; nothing was stored."
+    IMPORT_HEAD_INVALID = (auto(), Kind.INVALID_ARGUMENT,
+                           "An import's head holds an id, time or cursor out of range; nothing was stored.")
+    IMPORT_SUMMARY_INVALID = (auto(), Kind.INVALID_ARGUMENT,
+                              "An import's summary_json is not a summary memsvc can read; nothing was stored.")
 
     # -- search -----------------------------------------------------------------------------------------------
     EMPTY_QUERY = auto(), Kind.INVALID_ARGUMENT, "A search carried no words (or no query embedding)."

@@ -11,6 +11,9 @@ import re
 
 import msgspec
 
+MAX_ID = 2**63 - 1
+"""The highest message id: ids fit a signed 64-bit integer wherever they are kept (the archive, the vectors,
+page tokens, every client's integers)."""
 ROLES = ("user", "assistant", "system", "tool")
 "system: instructions to the model; tool: a tool call's result (the call itself is the assistant's)."
 

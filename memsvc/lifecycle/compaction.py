@@ -21,7 +21,7 @@ import msgspec
 from memsvc.core import failpoints
 from memsvc.core.config import Settings
 from memsvc.core.errors import MemsvcError
-from memsvc.lifecycle.cuts import cut_for_size, pair_boundary
+from memsvc.lifecycle.cuts import AUTO_COMPACT_RATIO, cut_for_size, pair_boundary
 from memsvc.runtime import metrics
 from memsvc.window.derived import ArchiveOfRecord, DerivedStore
 from memsvc.window.rewriter import Rewriter
@@ -30,7 +30,6 @@ from memsvc.window.store import SessionStore
 
 log = logging.getLogger(__name__)
 
-AUTO_COMPACT_RATIO = 0.8
 COMPACTIONS = metrics.counter("compactions_total", "Compactions that removed messages from history.json.",
                               ("trigger",))
 
@@ -112,6 +111,7 @@ class Compaction:
         # Nothing leaves history.json before the archive has committed it. The wait happens
         # outside the session lock: Appends to this session must not stall behind a commit.
         self.archive.flush()
+        self.archive.check_writable(session_id)  # whatever it could not store must stay in history.json
         failpoints.hit("lifecycle.compact.flushed")
         with self.store.writing(session_id) as session:
             committed = bisect.bisect_right(session.records, last_queued, key=lambda record: record.id)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from memsvc.core.records import Record
 from memsvc.window import history
 
+AUTO_COMPACT_RATIO = 0.8
+"An oversize history is cut to this part of max_history_bytes, so the next Appends do not cut again at once."
+
 
 def _cuts_at(records: list[Record], cut: int) -> bool:
     """Right after an assistant message, and not between a tool call and its result."""

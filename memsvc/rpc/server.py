@@ -62,6 +62,9 @@ SERVICE_NAMES = (
 ERROR_MEMORY_SERVICE = SERVICE_NAMES[1]
 ARCHIVE_HEALTH = "memsvc.archive"
 "The health service name of the archive: NOT_SERVING while it is damaged (keyword search etc. refused)."
+ARCHIVE_SESSIONS_HEALTH = "memsvc.archive.sessions"
+"""NOT_SERVING while the archive refuses some session whose messages it could not store (the server log and
+the archive_sessions_set_aside metric name them); every other session is served."""
 HEALTH_CHECK_SECONDS = 1.0
 "How often the server looks at what it can do (a few stats) to keep its health statuses true."
 DRAIN_SHARE, CLOSE_SHARE = 0.7, 0.2
@@ -146,7 +149,7 @@ class Server:
         self.dead_threads: list[str] = []
         "Background threads that ended with an exception: the server then reports NOT_SERVING."
         self._watching: asyncio.Task[None] | None = None
-        self._health_state: tuple[int, int, int] | None = None
+        self._health_state: tuple[int, int, int, int] | None = None
 
     async def start(self) -> list[str]:
         self.lock.acquire()
@@ -189,11 +192,13 @@ class Server:
                                    "pid": os.getpid()})
         return bound
 
-    async def _set_health(self, status: int, archive: int | None = None, lessons: int | None = None) -> None:
+    async def _set_health(self, status: int, archive: int | None = None, lessons: int | None = None,
+                          archive_sessions: int | None = None) -> None:
         for name in ("",) + SERVICE_NAMES:
             await self.health.set(name, status)
         await self.health.set(ARCHIVE_HEALTH, status if archive is None else archive)
         await self.health.set(ERROR_MEMORY_SERVICE, status if lessons is None else lessons)
+        await self.health.set(ARCHIVE_SESSIONS_HEALTH, status if archive_sessions is None else archive_sessions)
 
     def thread_died(self, args: threading.ExceptHookArgs) -> None:
         """threading.excepthook: a background thread must never die silently."""
@@ -205,14 +210,16 @@ class Server:
     async def _update_health(self) -> None:
         assert self.app is not None
         problems = self.app.problems()
-        broken = [problem.detail for problem in problems if problem.part != "archive"]
+        broken = [problem.detail for problem in problems if problem.part == "data_dir"]
         broken += [f"background thread {name} died" for name in self.dead_threads]
         archive = [problem.detail for problem in problems if problem.part == "archive"]
+        set_aside = [problem.detail for problem in problems if problem.part == "archive_session"]
         # The lesson database (lessons_backend = postgres) may be down while every session is served.
         lessons = await asyncio.to_thread(self.app.tenant().lessons.unavailable)
         serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
         state = (not_serving if broken else serving, not_serving if archive or broken else serving,
-                 not_serving if lessons is not None or broken else serving)
+                 not_serving if lessons is not None or broken else serving,
+                 not_serving if set_aside or archive or broken else serving)
         if state != self._health_state:
             if broken:
                 log.error("not serving", extra={"problems": broken})
@@ -221,6 +228,9 @@ class Server:
                          extra={"archive": archive})
             if lessons is not None:
                 log.error("error memory not serving", extra={"reason": lessons.reason})
+            if set_aside:
+                log.error("the archive refuses sessions whose messages it could not store", extra={
+                    "sessions": set_aside})
             self._health_state = state
             await self._set_health(*state)
 

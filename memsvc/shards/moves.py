@@ -100,12 +100,25 @@ class Staging:
     def __init__(self, session_id: str, directory: Path):
         self.session_id = session_id
         self.directory = directory
-        self._size = 0
+        self.history_path = directory / layout.HISTORY
+        self.size = 0
+        "Bytes of the staged history.json."
 
     def append(self, records: list[Record]) -> None:
         """Add messages at the end of history.json, durably."""
         try:
-            self._size = history.append(self.directory / layout.HISTORY, self._size, records)
+            self.size = history.append(self.history_path, self.size, records)
+        except OSError as exc:
+            raise storage_error(exc, f"importing session {self.session_id}") from exc
+
+    def records(self) -> list[Record]:
+        """What the staged history.json holds."""
+        return history.load(self.history_path).records
+
+    def replace(self, records: list[Record]) -> None:
+        """history.json holds exactly `records` (the older ones are in the archive only)."""
+        try:
+            self.size = history.rewrite(self.history_path, records)
         except OSError as exc:
             raise storage_error(exc, f"importing session {self.session_id}") from exc
 

@@ -1,7 +1,8 @@
 """summary.json: the rolling summary's shape, validation, storage and the
 turn context that carries it to the model.
 
-Owns reading and writing the file (unknown keys kept), the rules a summary
+Owns reading and writing the file (unknown keys kept; a file too large or
+nested too deep to be a summary is unreadable, whoever wrote it), the rules a summary
 must follow (at most 8 `Do: `/`Don't: ` key decisions, older markers
 rewritten, at most 8 past discussions), parsing a model's reply into a
 summary, the numbered listing a decision model judges and picking entries
@@ -30,6 +31,10 @@ MAX_KEY_DECISIONS = 8
 MAX_PAST_DISCUSSIONS = 8
 DO, DONT = "Do: ", "Don't: "
 LAST_DISCUSSED_FORMAT = "%Y-%m-%d %H:%M"
+MAX_SUMMARY_BYTES = 1 << 20
+"summary.json past this is not a summary (a model's is a few KB): unreadable, as a damaged one is."
+MAX_DEPTH = 16
+"Objects and lists nested deeper than this in summary.json (its own shape is 3 deep) make it unreadable."
 TURN_CONTEXT_PREFIX = "Prior summary:"
 "How the turn context's text starts: FitContext knows the message by it."
 # Markers of earlier prompt versions (Chinese, Japanese; full- or half-width
@@ -95,6 +100,30 @@ def from_dict(data: Any) -> Summary:
     return summary
 
 
+def decode(data: bytes) -> Summary:
+    """summary.json's bytes as a summary, wherever they come from (the file, an import); InvalidSummary
+    when they are too large, nested too deep, not JSON or not a summary's shape."""
+    if len(data) > MAX_SUMMARY_BYTES:
+        raise InvalidSummary(f"a summary is at most {MAX_SUMMARY_BYTES} bytes; this one is {len(data)}")
+    try:
+        decoded = msgspec.json.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested past the decoder's own limit
+        raise InvalidSummary(f"summary.json is not JSON a summary can hold ({type(exc).__name__})") from None
+    if _deeper_than(decoded, MAX_DEPTH):  # each later encode of it would recurse as deep
+        raise InvalidSummary(f"a summary nests objects and lists at most {MAX_DEPTH} deep")
+    return from_dict(decoded)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [child for item in level if isinstance(item, dict | list)
+                 for child in (item.values() if isinstance(item, dict) else item)]
+        if not level:
+            return False
+    return any(isinstance(item, dict | list) for item in level)
+
+
 def encode(summary: Summary) -> bytes:
     return msgspec.json.format(msgspec.json.encode(summary.to_dict()), indent=2)
 
@@ -109,8 +138,8 @@ def load(path: Path) -> Summary | None:
     except FileNotFoundError:
         return None
     try:
-        return from_dict(msgspec.json.decode(data))
-    except (msgspec.DecodeError, InvalidSummary) as exc:
+        return decode(data)
+    except InvalidSummary as exc:
         log.warning("unreadable summary.json left in place", extra={"path": str(path), "error": str(exc)})
         return None
 

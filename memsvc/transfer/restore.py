@@ -1,11 +1,14 @@
 """Importing an exported session whole, or not at all.
 
-Owns the checks on what arrives (a head first, ids increasing below the
-head's next id, each message valid as an Append would take it: roles,
-content, sizes, sender, time, payload JSON; an end whose totals match what
-was received), writing the session into its staging directory as it streams in
-(history.json from the recent messages, summary.json, the cursor, the next
-id) while every message goes to the archive, and the order that makes it
+Owns the checks on what arrives, as strict as an Append's and as the checks
+of files loaded from disk (a head first, its ids, times and cursor within
+range, its summary read as summary.json is; ids increasing below the head's
+next id, which fits a signed 64-bit integer; each message valid as an Append
+would take it: roles, content, sizes, sender, time, payload JSON; an end
+whose totals match what was received), writing the session into its staging
+directory as it streams in (history.json from the recent messages, compacted
+to max_history_bytes as Appends would leave it, summary.json, the cursor,
+the next id) while every message goes to the archive, and the order that makes it
 all-or-nothing: the staging directory exists before the first archive row,
 the archive commits and the cutoff is recorded before the one rename that
 makes the session appear, and anything left by a failure or a crash (the
@@ -26,10 +29,13 @@ from memsvc.core.config import Settings
 from memsvc.core.errors import AlreadyExists, InvalidArgument, storage_error
 from memsvc.core.ids import check_session_id
 from memsvc.core.reasons import Reason
-from memsvc.core.records import Record
+from memsvc.core.records import MAX_ID, Record
 from memsvc.core.units import NO_UPPER_BOUND
+from memsvc.lifecycle.cuts import AUTO_COMPACT_RATIO, cut_for_size
 from memsvc.shards.moves import Moves, Staging
+from memsvc.summary import rolling
 from memsvc.summary.cursor import write_cursor
+from memsvc.summary.rolling import InvalidSummary
 from memsvc.transfer.parts import Digest, End, Head, Part
 from memsvc.window.derived import ArchiveOfRecord
 from memsvc.window.incoming import check_idempotency_key, check_message
@@ -67,6 +73,7 @@ class Importer:
                                   reason=Reason.IMPORT_HEAD_MISSING)
         head = first.head
         session_id = check_session_id(head.session_id)
+        _check_head(head)
         holds = self.moves.holds
         with holds.transient(session_id):
             if self.moves.stores(session_id):
@@ -113,10 +120,25 @@ class Importer:
             raise InvalidArgument(f"the import of session {session_id!r} ended before its end part: nothing was "
                                   "stored", reason=Reason.IMPORT_INCOMPLETE)
         self._write_state(head, staging)
+        first_kept, start_at = self._compacted(head, staging)
         self.archive.flush()
-        if head.start_at:
-            self.archive.compacted(session_id, head.first_recent_id or head.next_id, head.start_at)
+        if start_at:
+            self.archive.compacted(session_id, first_kept, start_at)
         return digest.end()
+
+    def _compacted(self, head: Head, staging: Staging) -> tuple[int, int]:
+        """Trim the staged history.json to 80% of max_history_bytes, as auto compaction would after the
+        Appends that made it; returns the first id it keeps and the cutoff (the head's when not trimmed)."""
+        first_kept = head.first_recent_id or head.next_id
+        if staging.size <= self.settings.max_history_bytes:
+            return first_kept, head.start_at
+        records = staging.records()
+        cut = cut_for_size(records, int(self.settings.max_history_bytes * AUTO_COMPACT_RATIO))
+        if not cut:
+            return first_kept, head.start_at
+        staging.replace(records[cut:])
+        log.info("imported history compacted", extra={"session": head.session_id, "archived_only": cut})
+        return records[cut].id, records[cut].send_at  # a cut always keeps the last pair
 
     def _check(self, head: Head, records: list[Record], last_id: int) -> None:
         """Each message as an Append would check it, ids increasing below the head's next id."""
@@ -155,3 +177,27 @@ class Importer:
         if not self.moves.stores(session_id):
             self.archive.cleared(session_id)
         self.moves.discard_staging(session_id)
+
+
+def _check_head(head: Head) -> None:
+    """Every id, time and the cursor of a head within range, and its summary readable as summary.json is."""
+    where = f"the head of session {head.session_id!r}"
+    problems = [
+        (not 1 <= head.next_id <= MAX_ID, f"next_id {head.next_id} is not within 1..2^63-1"),
+        (not (head.first_recent_id == 0 or 1 <= head.first_recent_id < head.next_id),
+         f"first_recent_id {head.first_recent_id} is not below next_id {head.next_id}"),
+        (head.start_at < 0 or head.exported_at < 0, "a time is negative"),
+        (head.recent_messages < 0, "recent_messages is negative"),
+        (head.cursor is not None and not 0 <= head.cursor.last_id < head.next_id,
+         f"the summary cursor's message is not below next_id {head.next_id}"),
+        (head.cursor is not None and head.cursor.send_at < 0, "the summary cursor's time is negative"),
+    ]
+    for wrong, problem in problems:
+        if wrong:
+            raise InvalidArgument(f"{where}: {problem}; nothing was stored", reason=Reason.IMPORT_HEAD_INVALID)
+    if head.summary_json:
+        try:
+            rolling.decode(head.summary_json.encode("utf-8"))
+        except InvalidSummary as exc:
+            raise InvalidArgument(f"{where}: summary_json is not a summary memsvc can read ({exc}); nothing was "
+                                  "stored", reason=Reason.IMPORT_SUMMARY_INVALID) from None

@@ -28,10 +28,10 @@ from concurrent.futures import Future
 import msgspec
 
 from memsvc.core.config import Settings
-from memsvc.core.errors import FailedPrecondition, storage_error
+from memsvc.core.errors import FailedPrecondition, ResourceExhausted, storage_error
 from memsvc.core.ids import check_session_id
 from memsvc.core.reasons import Reason
-from memsvc.core.records import Record
+from memsvc.core.records import MAX_ID, Record
 from memsvc.journal import journal
 from memsvc.runtime.futures import settled_here
 from memsvc.window import history, legacy
@@ -162,6 +162,9 @@ class Appender:
             if key and key in session.replies:
                 done.set_result(AppendResult(session.replies[key], replayed=True))
                 return done
+            if session.next_id + len(records) - 1 > MAX_ID:
+                raise ResourceExhausted(f"session {session.id!r} has used every message id up to 2^63 - 1: export "
+                                        "what it holds into a new session", reason=Reason.SESSION_IDS_EXHAUSTED)
             for offset, record in enumerate(records):
                 record.id = session.next_id + offset
             offset, payload = history.planned(before, records)

@@ -56,8 +56,9 @@ class ArchiveOfRecord(DerivedStore, Protocol):
     def flush(self) -> None:
         """Return once everything handed over so far is committed (or raise an Unavailable error)."""
 
-    def check_writable(self) -> None:
-        """Raise if a change handed over now could not be committed (a damaged index)."""
+    def check_writable(self, session_id: str | None = None) -> None:
+        """Raise if a change handed over now could not be committed (a damaged index), or, given a session, if
+        the archive set that session's messages aside."""
 
     def start_at(self, session_id: str) -> int:
         """The session's compaction cutoff (UTC ns), 0 when it was never compacted."""

@@ -4,6 +4,7 @@ import pytest
 
 from memsvc.archive import keywords
 from memsvc.archive.index import TIME_FILTER_IN_MEMORY, Archive
+from memsvc.core.errors import FailedPrecondition
 from memsvc.core.records import Record
 
 
@@ -145,3 +146,22 @@ def test_time_range_is_exact_for_few_and_many_matches(archive, count):
     hits = archive.search("s", *parsed(archive, "sandbox"), 10**9, 300, 800, 32)
     assert sorted(r.id for r, _ in hits) == [3, 4, 5, 6, 7]
     assert found(archive, "s", "sandboxes") and not found(archive, "s", "sand")  # by stem, not by prefix
+
+
+def test_a_batch_whose_data_no_field_holds_is_set_aside_and_every_other_session_commits(archive, caplog):
+    archive.appended("bad", [record(1, "stored"), Record(id=2**64, role="user", content="no u64 holds this id")])
+    archive.appended("good", [record(1, "the sandbox is ready")])
+    archive.flush()  # at once: the bad batch is never retried
+    assert found(archive, "good", "sandbox") == [1]
+    assert set(archive.set_aside()) == {"bad"} and "OverflowError" in archive.set_aside()["bad"]
+    for read in (lambda: archive.count("bad"), lambda: archive.messages("bad", 0, 10),
+                 lambda: found(archive, "bad", "stored"), lambda: archive.check_writable("bad")):
+        with pytest.raises(FailedPrecondition) as refused:
+            read()
+        assert refused.value.reason == "ARCHIVE_SESSION_SET_ASIDE" and "'bad'" in refused.value.message
+    archive.appended("good", [record(2, "and the release notes")])
+    archive.flush()
+    assert archive.count("good") == 2, "the writer goes on"
+    assert len([r for r in caplog.records if "set a session's messages aside" in r.getMessage()]) == 1
+    archive.cleared("bad")
+    assert archive.set_aside() == {} and archive.count("bad") == 0, "a Reset or removal clears it"
