@@ -61,6 +61,9 @@ from memsvc.window.rewriter import Rewriter
 from memsvc.window.store import SessionStore
 from memsvc.window.transcript import Transcript
 
+HOLD_LEASE_CHECK_SECONDS = 2.0
+"How often lapsed holds are ended: well within a lease's FENCE, so a move's target aborts before its source serves."
+
 
 class Problem(msgspec.Struct, frozen=True):
     part: str
@@ -91,7 +94,7 @@ class SessionParts:
                  derived: Sequence[DerivedStore], embeddings: EmbeddingSink | None,
                  on_oversize: Callable[[str], None], clock: Callable[[], int] = time.time_ns):
         durable.ensure_dir(places.sessions_dir)
-        self.holds = Holds(places, clock)
+        self.holds = Holds(places, clock, lease_seconds=settings.hold_lease_seconds, quota=settings.max_held_sessions)
         self.intents = Intents(places)
         self.store = SessionStore(settings, places, journal, holds=self.holds, intents=self.intents,
                                   derived=derived,
@@ -156,6 +159,7 @@ class Tenant:
         jobs.register(f"summary{suffix}", settings.summary_schedule, self.summarizer.run_job)
         jobs.register(f"temp-cleanup{suffix}", "* * * * *", self.cleanup.remove_idle)
         jobs.register(f"finish-interrupted{suffix}", "* * * * *", self.clearing.finish_interrupted)
+        jobs.register(f"hold-leases{suffix}", HOLD_LEASE_CHECK_SECONDS, self.transfers.lapse)
         jobs.register(f"lesson-purge{suffix}", settings.error_purge_schedule, self.lessons.purge_expired)
 
     def problems(self) -> list[Problem]:

@@ -15,6 +15,10 @@ on the proxy's next-ring listener (`--next-proxy`), so this tool never re-implem
     UNAVAILABLE there), pipes its export into an import on the new owner (stored whole or not at
     all, its count and SHA-256 checked), releases it there, and drops the old copy.
 
+Every hold it takes is a lease it renews (each third of the shortest hold_lease_seconds of the
+shards) until it releases it; if the tool dies, the holds lapse by themselves, the new owner's
+first, aborting an import it made, so no session is left refused, nor served twice.
+
 A session is thus readable throughout, or refused with UNAVAILABLE while it moves, and never in two
 places serving writes. A run that stops anywhere is finished by the next: a session held on its
 old shard whose new owner has it already is compared (SHA-256) and dropped, a new owner's copy
@@ -42,6 +46,8 @@ PAUSE_SECONDS = 120
 SETTLE_SECONDS = 1.0
 "After pausing creation, how long Appends that were creating a session get to finish."
 SWITCH_CHECK_SECONDS = 60.0
+DEFAULT_LEASE_SECONDS = 600.0
+"A shard's hold lease when it does not say (an earlier version's shards, whose holds never lapse)."
 
 
 @dataclass
@@ -79,15 +85,25 @@ class Resharding:
         self.switch_command = switch_command
         self.log = log
         self.report = Report()
+        self.lease_seconds = 0.0
+        "The shortest hold lease among the shards (check_names reads it)."
+        self._holding: set[tuple[str, str]] = set()
+        "(shard, session) held by this run and not released yet: renewed until they are."
+        self._holding_lock = threading.Lock()
+        self._owners: dict[str, str] = {}
+        "Session -> its new owner, once surveyed: its reservation there is renewed before its source's hold."
 
     # -- survey and plan ------------------------------------------------------------------
 
     def check_names(self) -> None:
+        leases = []
         for name, client in self.shards.items():
-            answered = client.get_server_info().shard_name
-            if answered != name:
-                raise SystemExit(f"memsvc: --shard {name} answers as shard {answered!r}: check the address "
+            info = client.get_server_info()
+            if info.shard_name != name:
+                raise SystemExit(f"memsvc: --shard {name} answers as shard {info.shard_name!r}: check the address "
                                  "(and the shard_name setting)")
+            leases.append(info.hold_lease_seconds or DEFAULT_LEASE_SECONDS)
+        self.lease_seconds = min(leases, default=DEFAULT_LEASE_SECONDS)
 
     def survey(self) -> Plan:
         plan = Plan()
@@ -116,18 +132,21 @@ class Resharding:
             for session, source in sorted(self._movable(plan).items()):
                 self.log(f"would move {session}: {source} -> {plan.owners[session]}")
             return self.report
-        with self._creation_paused():
-            time.sleep(SETTLE_SECONDS)
-            plan = self.survey()
-            moves = self._movable(plan)
-            self.log(f"{len(plan.owners)} sessions, {len(moves)} to move, {len(self.report.conflicts)} conflicts")
-            for session in moves:
-                if plan.owners[session] not in plan.stored[session]:
-                    self.shards[plan.owners[session]].hold_session(session)
-            self._switch(sorted(moves), plan.owners)
-        for session, source in sorted(moves.items()):
-            self._move(session, source, plan)
-        self._release_stale(plan, set(moves))
+        with self._renewing_holds():
+            with self._creation_paused():
+                time.sleep(SETTLE_SECONDS)
+                plan = self.survey()
+                self._owners = plan.owners
+                moves = self._movable(plan)
+                self.log(f"{len(plan.owners)} sessions, {len(moves)} to move, {len(self.report.conflicts)} "
+                         "conflicts")
+                for session in moves:
+                    if plan.owners[session] not in plan.stored[session]:
+                        self._hold(plan.owners[session], session)
+                self._switch(sorted(moves), plan.owners)
+            for session, source in sorted(moves.items()):
+                self._move(session, source, plan)
+            self._release_stale(plan, set(moves))
         return self.report
 
     def _movable(self, plan: Plan) -> dict[str, str]:
@@ -166,7 +185,8 @@ class Resharding:
     def _move(self, session: str, source: str, plan: Plan) -> None:
         owner = plan.owners[session]
         old, new = self.shards[source], self.shards[owner]
-        old.hold_session(session)  # from here on its old shard refuses it; writes in flight ended first
+        self._hold(source, session)  # from here on its old shard refuses it; writes in flight ended first
+        self._hold(owner, session)  # renewed with it, the new owner's first
         if owner in plan.stored[session]:
             # An earlier run imported it and stopped: the copies must be the same one.
             mine, theirs = _end(old.export_session(session)), _end(new.export_session(session))
@@ -180,8 +200,8 @@ class Resharding:
             imported = new.import_session(old.export_session(session))
             messages, digest = imported.messages, imported.sha256
             self.report.moved.append(session)
-        new.release_session(session)
-        old.release_session(session, drop=True)
+        self._release(owner, session)
+        self._release(source, session, drop=True)
         self.log(f"moved {session}: {source} -> {owner} ({messages} messages, sha256 {digest[:12]})")
 
     def _release_stale(self, plan: Plan, moved: set[str]) -> None:
@@ -189,8 +209,44 @@ class Resharding:
         for name, sessions in plan.held.items():
             for session in sorted(sessions - moved - set(self.report.conflicts)):
                 if name == plan.owners.get(session) or name not in plan.stored.get(session, set()):
-                    self.shards[name].release_session(session)
+                    self._release(name, session)
                     self.report.released.append(f"{name}/{session}")
+
+    # -- holds, leased ----------------------------------------------------------------------
+
+    def _hold(self, shard: str, session: str) -> None:
+        self.shards[shard].hold_session(session)
+        with self._holding_lock:
+            self._holding.add((shard, session))
+
+    def _release(self, shard: str, session: str, drop: bool = False) -> None:
+        self.shards[shard].release_session(session, drop=drop)
+        with self._holding_lock:
+            self._holding.discard((shard, session))
+
+    @contextmanager
+    def _renewing_holds(self) -> Iterator[None]:
+        """The holds this run takes, renewed for the block: a reservation before the hold of the same
+        session's source, so the source's lease always outlasts it."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait((self.lease_seconds or DEFAULT_LEASE_SECONDS) / 3):
+                with self._holding_lock:
+                    held = sorted(self._holding, key=lambda pair: (pair[1], pair[0] != self._owner_of(pair)))
+                for shard, session in held:
+                    self.shards[shard].hold_session(session)
+
+        renewing = threading.Thread(target=renew, name="hold-renewal", daemon=True)
+        renewing.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewing.join()
+
+    def _owner_of(self, pair: tuple[str, str]) -> str:
+        return self._owners.get(pair[1], "")
 
     # -- pausing creation ---------------------------------------------------------------------
 

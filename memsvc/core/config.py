@@ -52,6 +52,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Sessions kept in memory; the least recently used are closed past this."
     max_sessions: int = 100_000
     "Sessions stored on this server; an Append creating one more is RESOURCE_EXHAUSTED (SESSION_QUOTA_EXCEEDED)."
+    max_held_sessions: int = 1000
+    "Sessions held at once for moves between shards; HoldSession past this is RESOURCE_EXHAUSTED (HOLD_QUOTA_EXCEEDED)."
+    hold_lease_seconds: float = 600.0
+    """How long a hold lasts unless HoldSession renews it (memsvc reshard does, every third of it); then it lapses
+    by itself: a move's target aborts its import, and a source serves the session again 50% later."""
+    stream_idle_seconds: float = 120.0
+    """How long an export waits for its reader to take each part, and an import for its client's next part,
+    before the stream ends (an export lets its session go; an import stores nothing)."""
     max_concurrent_rpcs: int = 256
     "RPCs in flight on the main listeners; calls past this are refused with RESOURCE_EXHAUSTED, never queued."
     archive_commit_seconds: float = 1.0
@@ -225,7 +233,8 @@ def _check(settings: Settings) -> None:
                 "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
                 "embedding_timeout_seconds", "reranker_timeout_seconds", "vector_rebuild_rows", "vector_trees",
                 "vector_search_k", "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions",
-                "max_concurrent_rpcs", "lessons_pool_size")
+                "max_concurrent_rpcs", "lessons_pool_size", "max_held_sessions", "hold_lease_seconds",
+                "stream_idle_seconds")
     for name in positive:
         if getattr(settings, name) <= 0:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")

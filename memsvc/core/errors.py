@@ -58,6 +58,11 @@ class Unavailable(MemsvcError):
     reason = Reason.UNAVAILABLE
 
 
+class DeadlineExceeded(MemsvcError):
+    kind = Kind.DEADLINE_EXCEEDED
+    reason = Reason.DEADLINE_EXCEEDED
+
+
 class Unauthenticated(MemsvcError):
     kind = Kind.UNAUTHENTICATED
     reason = Reason.INVALID_TOKEN

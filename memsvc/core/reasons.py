@@ -23,6 +23,7 @@ class Kind(enum.Enum):
     RESOURCE_EXHAUSTED = "resource_exhausted"
     UNAVAILABLE = "unavailable"
     UNAUTHENTICATED = "unauthenticated"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
     PERMISSION_DENIED = "permission_denied"
     INTERNAL = "internal"
 
@@ -67,6 +68,8 @@ class Reason(enum.StrEnum):
     TOO_MANY_IN_FLIGHT = (auto(), Kind.RESOURCE_EXHAUSTED,
                           "Too many searches queued for this server or session; retry with backoff.")
     SHUTTING_DOWN = auto(), Kind.UNAVAILABLE, "The server is stopping; retry on another or after it restarts."
+    DEADLINE_EXCEEDED = (auto(), Kind.DEADLINE_EXCEEDED,
+                         "The caller's deadline passed (or it went away) before the change was made: nothing changed.")
     INVALID_ENUM = auto(), Kind.INVALID_ARGUMENT, "An enum field holds a value this server does not know."
 
     # -- sessions ---------------------------------------------------------------------------------------------
@@ -81,6 +84,8 @@ class Reason(enum.StrEnum):
     SESSION_MOVING = auto(), Kind.UNAVAILABLE, "The session is held while it moves to another shard, or being imported."
     SESSION_CREATION_PAUSED = auto(), Kind.UNAVAILABLE, "Creating sessions is paused while shards change."
     SESSION_NOT_HELD = auto(), Kind.FAILED_PRECONDITION, "The call needs the session held first (HoldSession)."
+    HOLD_QUOTA_EXCEEDED = (auto(), Kind.RESOURCE_EXHAUSTED,
+                           "max_held_sessions sessions are held already; release some or let their leases lapse.")
     SESSION_IDS_EXHAUSTED = (auto(), Kind.RESOURCE_EXHAUSTED,
                              "The session's message ids reached 2^63 - 1; export what it holds into a new session.")
     SESSION_CHANGED = (auto(), Kind.UNAVAILABLE,

@@ -15,6 +15,7 @@ server-streaming (ExportSession) or client-streaming (ImportSession).
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, NoReturn
 
@@ -57,12 +58,29 @@ class CallContext:
     """What a servicer may ask of its call when the call came over HTTP.
 
     The part of `grpc.aio.ServicerContext` memsvc's servicers use (rpc/status.py
-    ends failed calls with `abort_with_status`); a servicer that starts using
-    more fails its HTTP tests with INTERNAL until the method is added here.
+    ends failed calls with `abort_with_status`, rpc/deadlines.py reads the
+    time remaining, from the Connect timeout, and learns when the call is
+    over); a servicer that starts using more fails its HTTP tests with
+    INTERNAL until the method is added here.
     """
+
+    def __init__(self, timeout_ms: float | None):
+        self._ends_at = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        self._when_done: list[Callable[[Any], object]] = []
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:
         raise Aborted(status)
+
+    def time_remaining(self) -> float | None:
+        return None if self._ends_at is None else max(0.0, self._ends_at - time.monotonic())
+
+    def add_done_callback(self, callback: Callable[[Any], object]) -> None:
+        self._when_done.append(callback)
+
+    def done(self) -> None:
+        """The call is over, answered or abandoned (its task cancelled)."""
+        for callback in self._when_done:
+            callback(self)
 
 
 def connect_error(status: grpc.Status) -> ConnectError:
@@ -89,24 +107,30 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         idempotency_level=IDEMPOTENCY[method.GetOptions().idempotency_level])
 
     async def call(request: Any, context: RequestContext[Any, Any]) -> Message:
+        call_context = CallContext(context.timeout_ms())
         try:
             with gate.admit(context.request_headers().get("authorization")):
-                return await behaviour(request, CallContext())
+                return await behaviour(request, call_context)
         except MemsvcError as refused:  # by the gate
             raise connect_error(to_status(refused)) from None
         except Aborted as aborted:
             raise connect_error(aborted.status) from None
+        finally:
+            call_context.done()
 
     async def stream(request: Message, context: RequestContext[Any, Any]) -> AsyncIterator[Message]:
         """A server stream: the gate admits it once, for as long as it runs."""
+        call_context = CallContext(context.timeout_ms())
         try:
             with gate.admit(context.request_headers().get("authorization")):
-                async for reply in behaviour(request, CallContext()):
+                async for reply in behaviour(request, call_context):
                     yield reply
         except MemsvcError as refused:
             raise connect_error(to_status(refused)) from None
         except Aborted as aborted:
             raise connect_error(aborted.status) from None
+        finally:
+            call_context.done()
 
     if method.server_streaming:
         return Endpoint.server_stream(info, stream)

@@ -19,6 +19,7 @@ import msgspec
 
 from memsvc.core import failpoints
 from memsvc.core.config import Settings
+from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError, NotFound
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
@@ -30,8 +31,8 @@ from memsvc.window.store import SessionStore
 
 log = logging.getLogger(__name__)
 
-SessionHold = Callable[[str], AbstractContextManager[object]]
-"Holds one session against another writer of its files for a block (the summarizer's guard)."
+SessionHold = Callable[[str, Deadline], AbstractContextManager[object]]
+"Holds one session against another writer of its files for a block, waiting within a deadline (the summarizer's guard)."
 
 
 class Deleted(msgspec.Struct):
@@ -64,42 +65,47 @@ class Clearing:
         self.derived = tuple(derived)
         self.exclusive = tuple(exclusive)
 
-    def reset(self, session_id: str, keep_summary: bool) -> Deleted:
-        return self._clear(session_id, "reset" if keep_summary else "reset_all")
+    def reset(self, session_id: str, keep_summary: bool, deadline: Deadline = UNBOUNDED) -> Deleted:
+        return self._clear(session_id, "reset" if keep_summary else "reset_all", deadline)
 
-    def remove(self, session_id: str) -> Deleted:
-        return self._clear(session_id, "remove")
+    def remove(self, session_id: str, deadline: Deadline = UNBOUNDED) -> Deleted:
+        return self._clear(session_id, "remove", deadline)
 
-    def _clear(self, session_id: str, action: Action) -> Deleted:
-        """Reset or remove a session in every store, as one step: an intent first, then each store."""
+    def _clear(self, session_id: str, action: Action, deadline: Deadline) -> Deleted:
+        """Reset or remove a session in every store, as one step: an intent first, then each store. Every
+        wait is bounded by `deadline`, which is checked once more right before the intent is recorded."""
         self.store.storage.check()
         self.archive.check_writable()  # refuse before anything changes, not half way
         self.finish_interrupted(session_id)
         self.store.require(session_id)
-        with self._excluding(session_id, action), self.store.writing(session_id) as session:
+        with self._excluding(session_id, action, deadline), \
+                self.store.writing(session_id, deadline=deadline) as session:
             if not session.directory.is_dir():  # removed while this call waited for the session
                 raise NotFound(f"session {session_id!r} does not exist", reason=Reason.SESSION_NOT_FOUND)
             intent = Intent(session_id, action, session.next_id)
+            deadline.check(f"{action.replace('_', ' ')} of session {session_id!r}")
             self.intents.begin(intent)
             deleted = self._apply(session, intent, fresh=True)
         log.info("reset" if action != "remove" else "removed session", extra={"session": session_id,
                                                                               "action": action})
         return deleted
 
-    def delete_messages(self, session_id: str, ids: Sequence[int] = (), last: int = 0) -> Deletion:
+    def delete_messages(self, session_id: str, ids: Sequence[int] = (), last: int = 0,
+                        deadline: Deadline = UNBOUNDED) -> Deletion:
         """DeleteMessages: the messages with these ids, or the newest `last`, from every store as one step."""
         self._check_targets(ids, last)
         self.store.storage.check()
         self.archive.check_writable()
         self.finish_interrupted(session_id)
         self.store.require(session_id)
-        with self.store.writing(session_id) as session:
+        with self.store.writing(session_id, deadline=deadline) as session:
             if not session.directory.is_dir():
                 raise NotFound(f"session {session_id!r} does not exist", reason=Reason.SESSION_NOT_FOUND)
             records = self._newest(session, last) if last else self._stored(session, set(ids))
             if not records:
                 return Deletion([], Deleted())
             intent = Intent(session_id, "delete", session.next_id, tuple(record.id for record in records))
+            deadline.check(f"deleting messages of session {session_id!r}")
             self.intents.begin(intent)
             deleted = self._apply(session, intent, fresh=True)
         log.info("deleted messages", extra={"session": session_id, "messages": len(records)})
@@ -178,7 +184,7 @@ class Clearing:
             if session_id is not None and intent.session_id != session_id:
                 continue
             try:
-                with self._excluding(intent.session_id, intent.action), \
+                with self._excluding(intent.session_id, intent.action, UNBOUNDED), \
                         self.store.writing(intent.session_id, resuming=True) as session:
                     if self.intents.interrupted(intent.session_id) is not intent:
                         continue  # completed meanwhile
@@ -196,8 +202,8 @@ class Clearing:
                 "session": intent.session_id, "action": intent.action})
         return finished
 
-    def _excluding(self, session_id: str, action: Action) -> ExitStack:
-        stack = ExitStack()
-        for hold in self.exclusive if action != "delete" else ():
-            stack.enter_context(hold(session_id))
-        return stack
+    def _excluding(self, session_id: str, action: Action, deadline: Deadline) -> ExitStack:
+        with ExitStack() as stack:
+            for hold in self.exclusive if action != "delete" else ():
+                stack.enter_context(hold(session_id, deadline))
+            return stack.pop_all()  # the caller's block releases them; a failure here releases those taken

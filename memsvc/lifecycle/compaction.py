@@ -20,6 +20,7 @@ import msgspec
 
 from memsvc.core import failpoints
 from memsvc.core.config import Settings
+from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import MemsvcError
 from memsvc.lifecycle.cuts import AUTO_COMPACT_RATIO, cut_for_size, pair_boundary
 from memsvc.runtime import metrics
@@ -29,6 +30,9 @@ from memsvc.window.session import Session
 from memsvc.window.store import SessionStore
 
 log = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 5.0
+"How long a compaction waits for the archive to commit what it cuts (less when its caller's deadline is nearer)."
 
 COMPACTIONS = metrics.counter("compactions_total", "Compactions that removed messages from history.json.",
                               ("trigger",))
@@ -80,13 +84,13 @@ class Compaction:
         self._worker = threading.Thread(target=self._compact_in_background, name="auto-compact", daemon=True)
         self._worker.start()
 
-    def compact(self, session_id: str) -> Compacted:
-        """Manual Compact: keep the window, cut on a pair boundary."""
+    def compact(self, session_id: str, deadline: Deadline = UNBOUNDED) -> Compacted:
+        """Manual Compact: keep the window, cut on a pair boundary; every wait within `deadline`."""
         self.store.storage.check()
         self.store.require(session_id)
         keep = self.settings.max_history_messages
         return self._compact(session_id, lambda session: pair_boundary(session.records, len(session.records) - keep),
-                             "manual")
+                             "manual", deadline)
 
     def auto_compact(self, session_id: str) -> Compacted:
         """Trim an oversize history to at most 80% of max_history_bytes."""
@@ -101,23 +105,26 @@ class Compaction:
                             extra={"session": session_id, "bytes": session.size})
             return cut
 
-        return self._compact(session_id, cut_for, "auto")
+        return self._compact(session_id, cut_for, "auto", UNBOUNDED)
 
-    def _compact(self, session_id: str, cut_for: Callable[[Session], int], trigger: str) -> Compacted:
-        with self.store.writing(session_id) as session:
+    def _compact(self, session_id: str, cut_for: Callable[[Session], int], trigger: str,
+                 deadline: Deadline) -> Compacted:
+        with self.store.writing(session_id, deadline=deadline) as session:
             if cut_for(session) <= 0:
                 return Compacted(0, self._start_at(session))
             last_queued = session.records[-1].id
         # Nothing leaves history.json before the archive has committed it. The wait happens
         # outside the session lock: Appends to this session must not stall behind a commit.
-        self.archive.flush()
+        left = deadline.left()
+        self.archive.flush(FLUSH_SECONDS if left is None else min(left, FLUSH_SECONDS))
         self.archive.check_writable(session_id)  # whatever it could not store must stay in history.json
         failpoints.hit("lifecycle.compact.flushed")
-        with self.store.writing(session_id) as session:
+        with self.store.writing(session_id, deadline=deadline) as session:
             committed = bisect.bisect_right(session.records, last_queued, key=lambda record: record.id)
             cut = min(cut_for(session), pair_boundary(session.records, committed))
             if cut <= 0:
                 return Compacted(0, self._start_at(session))
+            deadline.check(f"compacting session {session_id!r}")
             removed = self.rewriter.trim(session, cut)
             start_at = self._start_at(session)
             first_kept = session.records[0].id if session.records else session.next_id

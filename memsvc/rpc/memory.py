@@ -16,6 +16,7 @@ import grpc
 
 from memsvc.app import App
 from memsvc.rpc import convert
+from memsvc.rpc.deadlines import deadline_of
 from memsvc.rpc.offload import FairPool
 from memsvc.rpc.status import translated
 from memsvc.window.appender import AppendResult
@@ -39,7 +40,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
         result = await self.app.tenant().appender.submit(
             request.session_id, lambda: [convert.new_message(message) for message in request.messages],
-            len(request.messages), request.idempotency_key)
+            len(request.messages), request.idempotency_key, deadline_of(context))
         return _acknowledged(result)
 
     @translated
@@ -103,14 +104,16 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def Compact(self, request: pb.CompactRequest, context: grpc.aio.ServicerContext) -> pb.CompactResponse:
         # Waits for an archive commit: off the event loop.
-        result = await asyncio.to_thread(self.app.tenant().compaction.compact, request.session_id)
+        result = await asyncio.to_thread(self.app.tenant().compaction.compact, request.session_id,
+                                         deadline_of(context))
         return pb.CompactResponse(removed=result.removed, start_at_unix_nano=result.start_at)
 
     @translated
     async def Summarize(self, request: pb.SummarizeRequest,
                         context: grpc.aio.ServicerContext) -> pb.SummarizeResponse:
         # LLM calls: off the event loop.
-        result = await asyncio.to_thread(self.app.tenant().summarizer.summarize, request.session_id)
+        result = await asyncio.to_thread(self.app.tenant().summarizer.summarize, request.session_id,
+                                         deadline_of(context))
         reply = pb.SummarizeResponse(count=result.count)
         if result.summary is not None:
             reply.summary.CopyFrom(convert.summary(result.summary))
@@ -119,20 +122,25 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def Reset(self, request: pb.ResetRequest, context: grpc.aio.ServicerContext) -> pb.ResetResponse:
         mode = convert.enum_name(request.mode, convert.RESET_MODES, "mode")
-        deleted = await asyncio.to_thread(self.app.tenant().clearing.reset, request.session_id, mode == "summary")
+        deleted = await asyncio.to_thread(self.app.tenant().clearing.reset, request.session_id, mode == "summary",
+                                          deadline_of(context))
         return pb.ResetResponse(deleted=convert.deleted(deleted))
 
     @translated
     async def RemoveSession(self, request: pb.RemoveSessionRequest,
                             context: grpc.aio.ServicerContext) -> pb.RemoveSessionResponse:
-        deleted = await asyncio.to_thread(self.app.tenant().clearing.remove, request.session_id)
+        deleted = await asyncio.to_thread(self.app.tenant().clearing.remove, request.session_id,
+                                          deadline_of(context))
         return pb.RemoveSessionResponse(deleted=convert.deleted(deleted))
 
     @translated
     async def DeleteMessages(self, request: pb.DeleteMessagesRequest,
                              context: grpc.aio.ServicerContext) -> pb.DeleteMessagesResponse:
+        deadline = deadline_of(context)
+
         def delete() -> pb.DeleteMessagesResponse:
-            result = self.app.tenant().clearing.delete_messages(request.session_id, list(request.ids), request.last)
+            result = self.app.tenant().clearing.delete_messages(request.session_id, list(request.ids), request.last,
+                                                                deadline)
             return pb.DeleteMessagesResponse(messages=[convert.message(record) for record in result.records],
                                              deleted=convert.deleted(result.deleted))
 

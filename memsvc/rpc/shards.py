@@ -11,7 +11,8 @@ about a transfer: memsvc/transfer does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Generator, Iterator
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from concurrent.futures import TimeoutError as NoPartInTime
 from importlib.metadata import version
 from typing import Any, TypeVar
@@ -23,18 +24,19 @@ from memsvc.core.errors import Unavailable
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.rpc import convert
+from memsvc.rpc.deadlines import deadline_of
 from memsvc.rpc.status import translated, translated_stream
 from memsvc.summary.cursor import Cursor
 from memsvc.transfer.parts import End, Head, Part
 from memsvc_client.v1 import shards_pb2 as pb
 from memsvc_client.v1 import shards_pb2_grpc
 
+log = logging.getLogger(__name__)
+
 SERVER_VERSION = version("memsvc")
 CONTRACT_VERSION = version("memsvc-client")
 "The client package carries the contract's version (proto/VERSION), and the server serves the stubs it holds."
 
-IMPORT_IDLE_SECONDS = 120.0
-"How long an import waits for its client's next part before it gives up (and stores nothing)."
 
 T = TypeVar("T")
 
@@ -50,35 +52,44 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
         reply = pb.GetServerInfoResponse(
             shard_name=self.app.settings.shard_name, version=SERVER_VERSION, contract_version=CONTRACT_VERSION,
             data_dir_id=self.app.data_dir_id, started_at_unix_nano=self.app.started_at,
-            held_sessions=holds.count(), session_creation_paused_until_unix_nano=holds.creation_paused_until())
+            held_sessions=holds.count(), session_creation_paused_until_unix_nano=holds.creation_paused_until(),
+            hold_lease_seconds=self.app.settings.hold_lease_seconds)
         if request.session_id:
             placement = self.app.tenant().transfers.placement(request.session_id)
             reply.session_stored, reply.session_held = placement.stored, placement.held
+            reply.session_hold_until_unix_nano = placement.hold_until
         return reply
 
     @translated_stream
     async def ExportSession(self, request: pb.ExportSessionRequest,
-                            context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ExportSessionResponse]:
-        async for part in _stepped(self.app.tenant().transfers.export(request.session_id, request.page_size)):
-            yield pb.ExportSessionResponse(**_proto_part(part))
+                            context: grpc.aio.ServicerContext) -> AsyncGenerator[pb.ExportSessionResponse, None]:
+        parts = self.app.tenant().transfers.export(request.session_id, request.page_size)
+        try:
+            async for part in _stepped(parts, self.app.settings.stream_idle_seconds):
+                yield pb.ExportSessionResponse(**_proto_part(part))
+        except (asyncio.CancelledError, GeneratorExit):
+            log.info("export ended before its last part", extra={
+                "session": request.session_id, "why": "its reader cancelled it, went away or stopped reading"})
+            raise
 
     @translated
     async def ImportSession(self, requests: AsyncIterator[pb.ImportSessionRequest],
                             context: grpc.aio.ServicerContext) -> pb.ImportSessionResponse:
         loop, stream = asyncio.get_running_loop(), aiter(requests)
+        idle = self.app.settings.stream_idle_seconds
 
         def parts() -> Iterator[Part]:
             while True:
                 try:
-                    request = asyncio.run_coroutine_threadsafe(_next(stream), loop).result(IMPORT_IDLE_SECONDS)
+                    request = asyncio.run_coroutine_threadsafe(_next(stream), loop).result(idle)
                 except NoPartInTime:
-                    raise Unavailable(f"no part of the import arrived for {IMPORT_IDLE_SECONDS:.0f} s; nothing was "
-                                      "stored", reason=Reason.IMPORT_STALLED) from None
+                    raise Unavailable(f"no part of the import arrived for {idle:g} s (stream_idle_seconds); nothing "
+                                      "was stored", reason=Reason.IMPORT_STALLED) from None
                 if request is None:
                     return
                 yield _domain_part(request)
 
-        imported = await asyncio.to_thread(self.app.tenant().transfers.restore, parts())
+        imported = await asyncio.to_thread(self.app.tenant().transfers.restore, parts(), deadline_of(context))
         return pb.ImportSessionResponse(session_id=imported.session_id, messages=imported.end.messages,
                                         sha256=imported.end.sha256, held=imported.held)
 
@@ -86,13 +97,14 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     async def HoldSession(self, request: pb.HoldSessionRequest,
                           context: grpc.aio.ServicerContext) -> pb.HoldSessionResponse:
         # Waits for the session's writers and a summary run in flight: off the event loop.
-        stored = await asyncio.to_thread(self.app.tenant().transfers.hold, request.session_id)
+        stored = await asyncio.to_thread(self.app.tenant().transfers.hold, request.session_id, deadline_of(context))
         return pb.HoldSessionResponse(stored=stored)
 
     @translated
     async def ReleaseSession(self, request: pb.ReleaseSessionRequest,
                              context: grpc.aio.ServicerContext) -> pb.ReleaseSessionResponse:
-        released = await asyncio.to_thread(self.app.tenant().transfers.release, request.session_id, request.drop)
+        released = await asyncio.to_thread(self.app.tenant().transfers.release, request.session_id, request.drop,
+                                           deadline_of(context))
         reply = pb.ReleaseSessionResponse(was_held=released.was_held)
         if released.deleted is not None:
             reply.deleted.CopyFrom(convert.deleted(released.deleted))
@@ -114,17 +126,25 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
 _DONE = object()
 
 
-async def _stepped(items: Generator[T, None, None]) -> AsyncIterator[T]:
+async def _stepped(items: Generator[T, None, None], idle_seconds: float) -> AsyncIterator[T]:
     """Each item of a blocking iterator, computed on a worker thread; closed (its holds released)
-    when the stream ends for any reason, once no step is running."""
+    when the stream ends for any reason, once no step is running. A reader that has not taken an item
+    after `idle_seconds` (gRPC's flow control holds the stream at the yield meanwhile) gets its call
+    cancelled."""
     step: asyncio.Future[Any] | None = None
+    call = asyncio.current_task()
+    assert call is not None
     try:
         while True:
             step = asyncio.ensure_future(asyncio.to_thread(next, items, _DONE))
             item = await asyncio.shield(step)
             if item is _DONE:
                 return
-            yield item
+            stalled = asyncio.get_running_loop().call_later(idle_seconds, call.cancel)
+            try:
+                yield item
+            finally:
+                stalled.cancel()
     finally:
         if step is not None and not step.done():  # the caller went away mid-step: let the step end first
             await asyncio.wait([step])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -34,6 +34,7 @@ CODES = {
     Kind.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Kind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Kind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    Kind.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
     Kind.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Kind.INTERNAL: grpc.StatusCode.INTERNAL,
 }
@@ -67,24 +68,29 @@ def translated(method: Handler) -> Handler:
     return wrapper  # type: ignore[return-value]
 
 
-Streamer = TypeVar("Streamer", bound=Callable[..., AsyncIterator[Any]])
+Streamer = TypeVar("Streamer", bound=Callable[..., AsyncGenerator[Any, None]])
 
 
 def translated_stream(method: Streamer) -> Streamer:
     """`translated` for a server-streaming method (an async generator): a failure ends the stream
-    with its documented status, after the replies already sent."""
+    with its documented status, after the replies already sent; a stream that ends early (cancelled,
+    abandoned) closes the method's generator at once, so what it holds is released then, not when
+    the garbage collector gets to it."""
 
     @functools.wraps(method)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncGenerator[Any, None]:
+        replies = method(self, request, context)
         try:
-            async for reply in method(self, request, context):
+            async for reply in replies:
                 yield reply
         except grpc.aio.AbortError:
             raise
-        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt, SystemExit):
             raise
         except BaseException as error:
             await _abort(context, error, method.__name__)
+        finally:
+            await replies.aclose()
 
     return wrapper  # type: ignore[return-value]
 

@@ -2,7 +2,8 @@
 the error-memory purge.
 
 Owns when jobs run: each registered job runs on a daemon thread of its own
-at the times its cron expression names (local time), never overlapping
+at the times its cron expression names (local time), or every so many
+seconds (`every`, for leases that must end on time), never overlapping
 itself; a time that comes while the previous run is still going is skipped,
 and times missed while the machine slept are run once. A run refused for a
 known condition (a domain error: the data directory deleted, a database
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cronsim import CronSim, CronSimError
 
@@ -40,17 +41,25 @@ def local_now() -> datetime:
 
 
 class Job:
-    def __init__(self, name: str, schedule: str, action: Callable[[], object], now: datetime):
-        try:
-            self.next_at = next(CronSim(schedule, now))
-        except (CronSimError, StopIteration) as exc:
-            raise InvalidSetting(f"job {name}: {schedule!r} is not a cron expression ({exc})") from exc
+    """`schedule`: a 5-field cron expression, or seconds between runs."""
+
+    def __init__(self, name: str, schedule: str | float, action: Callable[[], object], now: datetime):
         self.name = name
         self.schedule = schedule
+        try:
+            self.next_at = self.following(now)
+        except (CronSimError, StopIteration) as exc:
+            raise InvalidSetting(f"job {name}: {schedule!r} is not a cron expression ({exc})") from exc
         self.action = action
         self.thread: threading.Thread | None = None
         self.failing: str | None = None
         "The reason the last runs were refused for, logged once; None while they succeed."
+
+    def following(self, now: datetime) -> datetime:
+        """When the job runs next after `now`."""
+        if isinstance(self.schedule, str):
+            return next(CronSim(self.schedule, now))
+        return now + timedelta(seconds=self.schedule)
 
     @property
     def running(self) -> bool:
@@ -81,8 +90,9 @@ class Scheduler:
         self._stop = threading.Event()
         self._loop: threading.Thread | None = None
 
-    def register(self, name: str, schedule: str, action: Callable[[], object]) -> Job:
-        """Run `action()` at the times `schedule` (a 5-field cron expression) names."""
+    def register(self, name: str, schedule: str | float, action: Callable[[], object]) -> Job:
+        """Run `action()` at the times `schedule` (a 5-field cron expression) names, or every `schedule`
+        seconds."""
         job = Job(name, schedule, action, self.clock())
         with self._lock:
             self.jobs.append(job)
@@ -96,7 +106,7 @@ class Scheduler:
             for job in self.jobs:
                 if job.next_at > now:
                     continue
-                job.next_at = next(CronSim(job.schedule, now))
+                job.next_at = job.following(now)
                 if job.running:
                     log.warning("job still running, this time skipped", extra={"job": job.name})
                     continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memsvc.core import durable, layout
+from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import FailedPrecondition, storage_error
 from memsvc.core.ids import check_session_id
 from memsvc.core.reasons import Reason
@@ -37,12 +38,16 @@ class Moves:
         """Whether the session's directory is here, held or not."""
         return self.places.session_dir(check_session_id(session_id)).is_dir()
 
-    def hold(self, session_id: str) -> bool:
-        """Hold the session once the writes in flight are done; returns whether it is stored here
-        (False: the hold reserves the id for an import)."""
-        if not self.holds.durable(check_session_id(session_id)):
-            with self.store.writing(session_id) as session:
-                self.holds.hold(session_id)
+    def hold(self, session_id: str, deadline: Deadline = UNBOUNDED) -> bool:
+        """Hold the session once the writes in flight are done (waiting within `deadline`), or renew its
+        hold's lease; returns whether it is stored here (False: the hold reserves the id for an import)."""
+        if self.holds.durable(check_session_id(session_id)):
+            deadline.check(f"renewing the hold of session {session_id!r}")
+            self.holds.hold(session_id, self.stores(session_id))
+        else:
+            with self.store.writing(session_id, deadline=deadline) as session:
+                deadline.check(f"holding session {session_id!r}")
+                self.holds.hold(session_id, self.stores(session_id))
                 self.store.forget(session)
         return self.stores(session_id)
 

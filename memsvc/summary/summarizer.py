@@ -23,6 +23,7 @@ import msgspec
 
 from memsvc.core import layout
 from memsvc.core.config import Settings
+from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import FailedPrecondition, MemsvcError, Unavailable
 from memsvc.core.ids import TEMP_PREFIX
 from memsvc.core.reasons import Reason
@@ -162,18 +163,19 @@ class Summarizer:
     # -- one run per session ---------------------------------------------------
 
     @contextmanager
-    def guard(self, session_id: str, wait: bool = True) -> Iterator[bool]:
-        """Hold the session against other summary runs; yields False if busy and not waiting.
+    def guard(self, session_id: str, deadline: Deadline = UNBOUNDED, *, wait: bool = True) -> Iterator[bool]:
+        """Hold the session against other summary runs, waiting within `deadline`; yields False if busy and
+        not waiting.
 
         Reset and RemoveSession should hold it too, so a run cannot write a
         summary back after they deleted it.
         """
         with self._free:
-            while session_id in self._busy:
-                if not wait:
-                    yield False
-                    return
-                self._free.wait()
+            if session_id in self._busy and not wait:
+                yield False
+                return
+            deadline.wait_for(self._free, lambda: session_id not in self._busy,
+                              f"waiting for the summary run on session {session_id!r}")
             self._busy.add(session_id)
         try:
             yield True
@@ -182,12 +184,13 @@ class Summarizer:
                 self._busy.discard(session_id)
                 self._free.notify_all()
 
-    def summarize(self, session_id: str) -> Result:
-        """Generate now, for the Summarize RPC; waits for a run already going on the session."""
+    def summarize(self, session_id: str, deadline: Deadline = UNBOUNDED) -> Result:
+        """Generate now, for the Summarize RPC; waits for a run already going on the session (within
+        `deadline`, which each chunk's save checks too)."""
         self.sessions.require(session_id)
         self._require_model()
-        with self.guard(session_id):
-            return self.generate(session_id)
+        with self.guard(session_id, deadline):
+            return self.generate(session_id, deadline)
 
     def _require_model(self) -> llm.Model:
         if self.model is None:
@@ -198,8 +201,9 @@ class Summarizer:
 
     # -- Generate --------------------------------------------------------------
 
-    def generate(self, session_id: str) -> Result:
-        """Fold the messages after the cursor into the summary; the caller holds the guard."""
+    def generate(self, session_id: str, deadline: Deadline = UNBOUNDED) -> Result:
+        """Fold the messages after the cursor into the summary; the caller holds the guard. Nothing is saved
+        once `deadline` passed."""
         model = self._require_model()
         directory = self.sessions.directory(session_id)
         summary_path, cursor_path = directory / layout.SUMMARY, directory / layout.CURSOR
@@ -219,6 +223,7 @@ class Summarizer:
         if self.judge is not None:
             kept, current = self._without_noise(pending, current)
             if not kept:
+                deadline.check(f"saving the summary of session {session_id!r}")
                 rolling.save(summary_path, current)
                 write_cursor(cursor_path, pending[-1])
                 return Result(len(pending), current)
@@ -235,6 +240,7 @@ class Summarizer:
             except (MemsvcError, InvalidSummary) as exc:
                 raise self._stopped(session_id, exc, covered, len(pending), number, len(parts)) from exc
             last = pending[-1] if number == len(parts) - 1 else pending[position[kept[parts[number + 1][0]].id] - 1]
+            deadline.check(f"saving the summary of session {session_id!r}")
             rolling.save(summary_path, current)
             write_cursor(cursor_path, last)
             covered = position[last.id] + 1

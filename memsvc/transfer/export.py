@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack
 
+from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import FailedPrecondition, NotFound, Unavailable
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
@@ -99,9 +100,9 @@ def _summary_text(session: Session) -> str:
                                  "export the session", reason=Reason.SUMMARY_UNREADABLE) from None
 
 
-def holding(exclusive: Sequence[SessionHold], session_id: str) -> ExitStack:
-    """Every one of `exclusive` held on the session, for a `with` block."""
+def holding(exclusive: Sequence[SessionHold], session_id: str, deadline: Deadline = UNBOUNDED) -> ExitStack:
+    """Every one of `exclusive` held on the session (each waited for within `deadline`), for a `with` block."""
     with ExitStack() as stack:
         for hold in exclusive:
-            stack.enter_context(hold(session_id))
+            stack.enter_context(hold(session_id, deadline))
         return stack.pop_all()  # the caller's block releases them; a failure here releases those taken

@@ -26,6 +26,7 @@ import msgspec
 
 from memsvc.core import durable, layout
 from memsvc.core.config import Settings
+from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import AlreadyExists, InvalidArgument, storage_error
 from memsvc.core.ids import check_session_id
 from memsvc.core.reasons import Reason
@@ -65,7 +66,8 @@ class Importer:
             log.warning("discarding an import a stop interrupted", extra={"session": session_id})
             self._discard(session_id)
 
-    def restore(self, parts: Iterable[Part]) -> Imported:
+    def restore(self, parts: Iterable[Part], deadline: Deadline = UNBOUNDED) -> Imported:
+        """Store an exported session whole, or nothing (nothing either once `deadline` passed)."""
         stream = iter(parts)
         first = next(stream, None)
         if first is None or first.head is None or first.records or first.end is not None:
@@ -82,6 +84,7 @@ class Importer:
             held = holds.durable(session_id)
             try:
                 end = self._write(head, stream)
+                deadline.check(f"importing session {session_id!r}")
                 self.moves.install(session_id)
             except BaseException:
                 try:

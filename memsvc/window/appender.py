@@ -28,6 +28,7 @@ from concurrent.futures import Future
 import msgspec
 
 from memsvc.core.config import Settings
+from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import FailedPrecondition, ResourceExhausted, storage_error
 from memsvc.core.ids import check_session_id
 from memsvc.core.reasons import Reason
@@ -84,7 +85,7 @@ class Appender:
     # -- from the event loop ---------------------------------------------------------------------------------
 
     async def submit(self, session_id: str, messages: Callable[[], list[NewMessage]], count: int,
-                     idempotency_key: str = "") -> AppendResult:
+                     idempotency_key: str = "", deadline: Deadline = UNBOUNDED) -> AppendResult:
         """An Append from the event loop, `count` messages that `messages()` makes (the transport's
         conversion, which runs where the Append runs). In memory and free, the session is written from
         the loop: a lone Append on a quick disk syncs the journal there too (no thread hop either way);
@@ -92,7 +93,7 @@ class Appender:
         each sync. Anything that could wait (a large Append, a session to open or make, a busy writer)
         runs on a worker thread."""
         if count > QUICK_APPEND_MESSAGES:  # converting and checking them would stall every other call
-            return await asyncio.to_thread(lambda: self.append(session_id, messages(), idempotency_key))
+            return await asyncio.to_thread(lambda: self.append(session_id, messages(), idempotency_key, deadline))
         prepared = self.prepare(session_id, messages(), idempotency_key)
         here = self.journal.quick and not self._on_loop
         started = self.append_nowait(prepared, write_here=here)
@@ -102,7 +103,7 @@ class Appender:
         self._on_loop += 1
         try:
             return await (settled_here(started) if started is not None
-                          else asyncio.to_thread(self.append_prepared, prepared))
+                          else asyncio.to_thread(self.append_prepared, prepared, deadline))
         finally:
             self._on_loop -= 1
 
@@ -112,9 +113,10 @@ class Appender:
 
     # -- from any thread -------------------------------------------------------------------------------------
 
-    def append(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "") -> AppendResult:
+    def append(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "",
+               deadline: Deadline = UNBOUNDED) -> AppendResult:
         """Store `messages` durably at the end of the session, then tell the derived stores."""
-        return self.append_prepared(self.prepare(session_id, messages, idempotency_key))
+        return self.append_prepared(self.prepare(session_id, messages, idempotency_key), deadline)
 
     def prepare(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "") -> Prepared:
         """Check an Append and make its records, before any lock; raises for what is wrong with it."""
@@ -131,9 +133,11 @@ class Appender:
         self.store.storage.check()
         return Prepared(session_id, records, idempotency_key, embeddings if supplied else None)
 
-    def append_prepared(self, prepared: Prepared) -> AppendResult:
-        """Store a prepared Append, waiting for whatever it needs (the session's lock, its directory)."""
-        started = self._begin(self.store.locked(prepared.session_id), prepared, may_wait=True)
+    def append_prepared(self, prepared: Prepared, deadline: Deadline = UNBOUNDED) -> AppendResult:
+        """Store a prepared Append, waiting within `deadline` for whatever it needs (the session's lock, its
+        directory); never stored once the caller stopped waiting."""
+        session = self.store.locked(prepared.session_id, deadline=deadline)
+        started = self._begin(session, prepared, may_wait=True, deadline=deadline)
         assert started is not None
         return started.result()
 
@@ -149,8 +153,8 @@ class Appender:
 
     # -- one Append, under the session's lock ----------------------------------------------------------------
 
-    def _begin(self, session: Session, prepared: Prepared, may_wait: bool,
-               write_here: bool = False) -> Future[AppendResult] | None:
+    def _begin(self, session: Session, prepared: Prepared, may_wait: bool, write_here: bool = False,
+               deadline: Deadline = UNBOUNDED) -> Future[AppendResult] | None:
         """With `session.lock` taken by the caller: ids, the write into history.json left unsynced, and its
         journal frame, whose completion releases the lock; on every other path, released here."""
         done: Future[AppendResult] = Future()
@@ -159,6 +163,7 @@ class Appender:
         before = session.size
         handed_to_journal = large = False
         try:
+            deadline.check(f"appending to session {session.id!r}")
             if key and key in session.replies:
                 done.set_result(AppendResult(session.replies[key], replayed=True))
                 return done

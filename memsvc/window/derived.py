@@ -53,8 +53,9 @@ class EmbeddingSink(Protocol):
 class ArchiveOfRecord(DerivedStore, Protocol):
     """The derived store that becomes the source of truth for messages compacted out of history.json."""
 
-    def flush(self) -> None:
-        """Return once everything handed over so far is committed (or raise an Unavailable error)."""
+    def flush(self, timeout: float = 5.0) -> None:
+        """Return once everything handed over so far is committed (or raise an Unavailable error after
+        `timeout` seconds)."""
 
     def check_writable(self, session_id: str | None = None) -> None:
         """Raise if a change handed over now could not be committed (a damaged index), or, given a session, if

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from memsvc.core import durable, layout
 from memsvc.core.config import Settings
+from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import AlreadyExists, NotFound, ResourceExhausted, storage_error
 from memsvc.core.ids import check_session_id
 from memsvc.core.layout import TenantLayout
@@ -126,22 +127,23 @@ class SessionStore:
     # -- writers ---------------------------------------------------------------------------------------------
 
     @contextmanager
-    def writing(self, session_id: str, resuming: bool = False) -> Iterator[Session]:
-        """The session, locked against other writers for the block.
+    def writing(self, session_id: str, resuming: bool = False, deadline: Deadline = UNBOUNDED) -> Iterator[Session]:
+        """The session, locked against other writers for the block (waiting within `deadline`).
 
         `resuming`: the caller completes the session's interrupted Reset, removal or deletion.
         """
-        session = self.locked(session_id, resuming)
+        session = self.locked(session_id, resuming, deadline)
         try:
             yield session
         finally:
             session.lock.release()
 
-    def locked(self, session_id: str, resuming: bool = False) -> Session:
-        """The open session with its lock taken for the caller, who releases it."""
+    def locked(self, session_id: str, resuming: bool = False, deadline: Deadline = UNBOUNDED) -> Session:
+        """The open session with its lock taken for the caller, who releases it; DEADLINE_EXCEEDED when
+        another writer holds it past the caller's deadline."""
         while True:
             session = self._open_session(session_id, resuming)
-            session.lock.acquire()
+            deadline.acquire(session.lock, f"waiting for session {session_id!r}'s other writer")
             if not session.closed:
                 return session
             session.lock.release()

@@ -207,6 +207,8 @@ class GetServerInfoResponse:
     session_held: bool = False
     held_sessions: int = 0
     session_creation_paused_until_unix_nano: int = 0
+    hold_lease_seconds: float = 0.0
+    session_hold_until_unix_nano: int = 0
 
 
 @_result

@@ -14,7 +14,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("shard_name", "version", "contract_version", "data_dir_id", "started_at_unix_nano", "session_stored", "session_held", "held_sessions", "session_creation_paused_until_unix_nano")
+    __slots__ = ("shard_name", "version", "contract_version", "data_dir_id", "started_at_unix_nano", "session_stored", "session_held", "held_sessions", "session_creation_paused_until_unix_nano", "hold_lease_seconds", "session_hold_until_unix_nano")
     SHARD_NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTRACT_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,8 @@ class GetServerInfoResponse(_message.Message):
     SESSION_HELD_FIELD_NUMBER: _ClassVar[int]
     HELD_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     SESSION_CREATION_PAUSED_UNTIL_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    HOLD_LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_HOLD_UNTIL_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     shard_name: str
     version: str
     contract_version: str
@@ -33,7 +35,9 @@ class GetServerInfoResponse(_message.Message):
     session_held: bool
     held_sessions: int
     session_creation_paused_until_unix_nano: int
-    def __init__(self, shard_name: _Optional[str] = ..., version: _Optional[str] = ..., contract_version: _Optional[str] = ..., data_dir_id: _Optional[str] = ..., started_at_unix_nano: _Optional[int] = ..., session_stored: _Optional[bool] = ..., session_held: _Optional[bool] = ..., held_sessions: _Optional[int] = ..., session_creation_paused_until_unix_nano: _Optional[int] = ...) -> None: ...
+    hold_lease_seconds: float
+    session_hold_until_unix_nano: int
+    def __init__(self, shard_name: _Optional[str] = ..., version: _Optional[str] = ..., contract_version: _Optional[str] = ..., data_dir_id: _Optional[str] = ..., started_at_unix_nano: _Optional[int] = ..., session_stored: _Optional[bool] = ..., session_held: _Optional[bool] = ..., held_sessions: _Optional[int] = ..., session_creation_paused_until_unix_nano: _Optional[int] = ..., hold_lease_seconds: _Optional[float] = ..., session_hold_until_unix_nano: _Optional[int] = ...) -> None: ...
 
 class ExportSessionRequest(_message.Message):
     __slots__ = ("session_id", "page_size")

@@ -145,6 +145,13 @@ class ShardServiceServicer:
         ReleaseSession, except GetServerInfo, ExportSession, ImportSession and
         ReleaseSession; the hold survives a restart. Holding a session this
         server does not store reserves its id for an ImportSession.
+
+        A hold is a lease of hold_lease_seconds (GetServerInfo), renewed by
+        calling HoldSession again; one left to lapse ends by itself: a
+        reservation first (an import made under it is removed: the move is
+        aborted), a stored session's hold half a lease later (it is served here
+        again), so the two ends of a move never both take writes for it. At most
+        max_held_sessions are held: RESOURCE_EXHAUSTED (HOLD_QUOTA_EXCEEDED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
