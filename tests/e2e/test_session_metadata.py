@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from memsvc_client import SESSION_METADATA, Client, MemsvcError
-from memsvc_client.rpcs import RPCS
+from memsvc_client.rpcs import RPCS, session_header
 from tests.support.grpc_proxy import RecordingProxy, Seen
 from tests.support.runners import scenario_runner
 
@@ -31,7 +31,7 @@ def check(calls: list[Seen]) -> set[str]:
     for call in calls:
         name = call.method.rpartition("/")[2]
         if name in PER_SESSION and session_of(call):
-            assert call.metadata.get(SESSION_METADATA) == session_of(call), call
+            assert call.metadata.get(SESSION_METADATA) == session_header(session_of(call)), call
         else:
             assert SESSION_METADATA not in call.metadata, call
     return {call.method.rpartition("/")[2] for call in calls}

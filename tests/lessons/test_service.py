@@ -343,8 +343,8 @@ def test_the_server_builds_the_backend_and_registers_the_purge_job_with_its_sett
     app = App(settings)
     try:
         (job,) = [job for job in app.jobs.jobs if job.name == "lesson-purge"]
-        assert job.schedule == "5 4 * * *" and job.action == app.lessons.purge_expired
-        app.lessons.record(resolved())
+        assert job.schedule == "5 4 * * *" and job.action == app.tenant().lessons.purge_expired
+        app.tenant().lessons.record(resolved())
     finally:
         app.close()
     assert lessons_backend.column("count(*)") == [1]

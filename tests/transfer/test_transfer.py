@@ -21,7 +21,6 @@ from memsvc.search.query import Query
 from memsvc.summary import rolling
 from memsvc.summary.cursor import read_cursor, write_cursor
 from memsvc.transfer.parts import End, Part
-from memsvc.transfer.service import Placement
 from memsvc.window.incoming import NewMessage
 
 T0 = 1_735_732_800_000_000_000
@@ -282,7 +281,8 @@ def test_holds_outlive_a_restart(tmp_path: Path) -> None:
             app.tenant().store.window("s")
         assert app.tenant().transfers.held_page(10, "") == (["incoming", "s"], "")
         assert app.tenant().transfers.held_page(1, "") == (["incoming"], "incoming")
-        assert app.tenant().transfers.placement("incoming") == Placement(stored=False, held=True)
+        placement = app.tenant().transfers.placement("incoming")
+        assert (placement.stored, placement.held) == (False, True) and placement.hold_until > time.time_ns()
         app.tenant().transfers.release("s", drop=False)
         assert [r.content for r in app.tenant().store.window("s")] == ["question 0 about billing", "answer 0"]
     finally:
@@ -294,7 +294,7 @@ def test_a_reset_waits_for_an_export_to_end(shards: tuple[App, App]) -> None:
     a_lived_session(first)
     export = first.tenant().transfers.export("s", page_size=2)
     next(export)  # the head: the export has begun
-    reset = threading.Thread(target=first.lifecycle.reset, args=("s", False))
+    reset = threading.Thread(target=first.tenant().clearing.reset, args=("s", False))
     reset.start()
     reset.join(0.5)
     assert reset.is_alive(), "Reset waits while the export streams"
