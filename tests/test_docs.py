@@ -18,7 +18,8 @@ PAGES = sorted(page for page in ROOT.rglob("*.md") if not SKIPPED & set(page.rel
 FENCE = re.compile(r"^(```|~~~)")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 # A path in backquotes from the repository's root, down to a file with an extension: `tests/e2e/test_deploy.py`.
-TOP = "|".join(sorted(entry.name for entry in ROOT.iterdir() if entry.is_dir() and entry.name not in SKIPPED))
+FOLDERS = sorted(entry.name for entry in ROOT.iterdir() if entry.is_dir() and entry.name not in SKIPPED)
+TOP = "|".join(map(re.escape, FOLDERS))
 QUOTED_PATH = re.compile(rf"`((?:{TOP})/[\w./-]*\.[a-z]+)`")
 
 
