@@ -13,7 +13,9 @@ from memsvc.fit import chat, tokens
 from memsvc.fit.tokens import Counter
 
 ROOT = Path(__file__).resolve().parents[2]
-PROSE = (ROOT / "README.md").read_text(encoding="utf-8")
+# A long English sample: the project's own prose, the README and the pages it leads to.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PROSE = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 CODE = (ROOT / "memsvc" / "fit" / "chat.py").read_text(encoding="utf-8")
 JSON = json.dumps([{"id": n, "path": f"/srv/app/file_{n}.log", "size": n * 1234, "ok": n % 3 == 0}
                    for n in range(400)])

@@ -312,10 +312,9 @@ def test_grpc_callers_see_no_difference_with_the_http_listener_open(make_server)
         assert caught.value.reason == "INVALID_SESSION_ID"
 
 
-def test_the_readme_one_liners_do_what_they_say(make_server, llm_server):
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## HTTP/JSON and the dashboard"):]
-    block = section[section.index("```sh\n") + 6:section.index("```\n", section.index("```sh\n"))]
+def test_the_documented_one_liners_do_what_they_say(make_server, llm_server):
+    page = (ROOT / "docs" / "http.md").read_text()
+    block = page[page.index("```sh\n") + 6:page.index("```\n", page.index("```sh\n"))]
     lines = [line for line in block.splitlines() if line.startswith("curl ")]
     assert len(lines) == 7
     server = make_server(*http("--max-history-messages", "2", "--llm-base-url", llm_server.base_url,

@@ -1,6 +1,6 @@
 """The real `curl` against the HTTP listener: memsvc as an operator reaches it without a gRPC client.
 
-`post(base, "MemoryService/Append", {...})` sends the JSON exactly as the README's one-liners
+`post(base, "MemoryService/Append", {...})` sends the JSON exactly as the one-liners of docs/http.md
 do and returns the HTTP status with the decoded reply or Connect error.
 """
 

@@ -4,7 +4,7 @@
 //
 //	conformance SCENARIO TARGET SESSION
 //
-// It must never interpret results: tests/test_conformance.py compares them.
+// It must never interpret results: tests/e2e/test_conformance.py compares them.
 package main
 
 import (

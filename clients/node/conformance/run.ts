@@ -3,7 +3,7 @@
  * (clients/conformance/scenario.json): runs each step through MemsvcClient
  * and prints one proto3-JSON result per step. Usage:
  *   node dist/conformance/run.js SCENARIO TARGET SESSION
- * Must never interpret results: tests/test_conformance.py compares them.
+ * Must never interpret results: tests/e2e/test_conformance.py compares them.
  */
 import { readFileSync } from "node:fs";
 import { type DescMessage, fromJson, type JsonValue, type MessageShape, toJson } from "@bufbuild/protobuf";
