@@ -70,13 +70,20 @@ SEARCH_WORKERS, SEARCHES_PER_SESSION, SEARCHES_IN_FLIGHT = 1, 8, 64
 UNIX_PREFIX = "unix://"
 EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
 "A second server must not silently share our TCP port."
+ACK_GROWTH_BYTES = 32
+"""How much larger one message's acknowledgement can be than the message in its Append: a one-character
+message costs 7 bytes on the wire, its acknowledgement up to 26 (id and send time as 10-byte varints, role,
+framing); a sender is echoed as it came, or out of a legacy header the content carried."""
 
 
 def _options(settings: Settings) -> list[tuple[str, int]]:
+    # The send limit is derived so that an Append that fits the request limit always has room for its
+    # acknowledgement: the reply of a stored Append must never be refused for its size.
+    send_limit = settings.max_request_bytes + ACK_GROWTH_BYTES * settings.max_messages_per_request
     return [
         EXCLUSIVE_PORT,
         ("grpc.max_receive_message_length", settings.max_request_bytes),
-        ("grpc.max_send_message_length", settings.max_request_bytes),
+        ("grpc.max_send_message_length", send_limit),
     ]
 
 
