@@ -346,6 +346,8 @@ class Lifecycle:
 
     def remove_idle_temporary(self) -> list[str]:
         """Remove `temp-` sessions idle for 30 minutes, from every store."""
+        if self.sessions.storage.missing() is not None:
+            return []  # the data directory is gone: health says so, once; there is nothing to clean
         idle_since = self.clock() - TEMP_IDLE_NS
         removed = []
         for session_id, last_write in self.sessions.last_writes(prefix=TEMP_PREFIX):
