@@ -113,6 +113,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "URL of a JSON model table (vendor -> model -> {\"in\": window}) merged over the shipped one; empty: shipped only."
     model_info_base_url: str = ""
     "Base URL of an OpenAI-compatible API whose GET /models reports context_length or max_model_len; fills gaps."
+    fit_max_summary_calls: int = 16
+    ("Most summary calls one FitContext makes to fold a run's older turns into the rolling summary; past it the "
+     "reply says SUMMARY_CALL_LIMIT, and calling again folds more.")
     model_table_refresh_seconds: float = 3600.0
     "Seconds between background fetches of model_table_url and model_info_base_url (the last good copy stays on disk)."
     error_ttl_days: float = 90.0
@@ -233,7 +236,7 @@ def _check(settings: Settings) -> None:
                 "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
                 "embedding_timeout_seconds", "reranker_timeout_seconds", "vector_rebuild_rows", "vector_trees",
                 "vector_search_k", "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions",
-                "max_concurrent_rpcs", "lessons_pool_size")
+                "max_concurrent_rpcs", "lessons_pool_size", "fit_max_summary_calls")
     for name in positive:
         if getattr(settings, name) <= 0:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")

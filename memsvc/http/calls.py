@@ -57,12 +57,21 @@ class CallContext:
     """What a servicer may ask of its call when the call came over HTTP.
 
     The part of `grpc.aio.ServicerContext` memsvc's servicers use (rpc/status.py
-    ends failed calls with `abort_with_status`); a servicer that starts using
-    more fails its HTTP tests with INTERNAL until the method is added here.
+    ends failed calls with `abort_with_status`, FitContext reads `time_remaining`);
+    a servicer that starts using more fails its HTTP tests with INTERNAL until
+    the method is added here.
     """
+
+    def __init__(self, request: RequestContext[Any, Any]):
+        self.request = request
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:
         raise Aborted(status)
+
+    def time_remaining(self) -> float | None:
+        """Seconds left of the call's Connect-Timeout-Ms, as grpc.aio's; None when it set none."""
+        left = self.request.timeout_ms()
+        return None if left is None else max(0.0, left / 1000)
 
 
 def connect_error(status: grpc.Status) -> ConnectError:
@@ -91,7 +100,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
     async def call(request: Any, context: RequestContext[Any, Any]) -> Message:
         try:
             with gate.admit(context.request_headers().get("authorization")):
-                return await behaviour(request, CallContext())
+                return await behaviour(request, CallContext(context))
         except MemsvcError as refused:  # by the gate
             raise connect_error(to_status(refused)) from None
         except Aborted as aborted:
@@ -101,7 +110,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         """A server stream: the gate admits it once, for as long as it runs."""
         try:
             with gate.admit(context.request_headers().get("authorization")):
-                async for reply in behaviour(request, CallContext()):
+                async for reply in behaviour(request, CallContext(context)):
                     yield reply
         except MemsvcError as refused:
             raise connect_error(to_status(refused)) from None
