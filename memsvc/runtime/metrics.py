@@ -127,6 +127,7 @@ class _BoundedServer(ThreadingWSGIServer):
 
     room: threading.BoundedSemaphore
     resources: ResourceLog
+    request_queue_size = 128  # socketserver's 5 makes connections beyond it retry their SYN for seconds
 
     def get_request(self) -> tuple[socket.socket, Any]:
         try:
@@ -159,8 +160,43 @@ class _BoundedServer(ThreadingWSGIServer):
             log.exception("metrics request failed")
 
 
+class _Until:
+    """A connection's reader that gives the whole request `timeout` seconds from its start, not each read."""
+
+    def __init__(self, reader: Any, connection: socket.socket, timeout: float):
+        self.reader, self.connection, self.deadline = reader, connection, time.monotonic() + timeout
+
+    def _wait_at_most_what_is_left(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took longer than header_timeout_seconds")
+        self.connection.settimeout(left)
+
+    def readline(self, limit: int = -1) -> bytes:
+        self._wait_at_most_what_is_left()
+        return bytes(self.reader.readline(limit))
+
+    def read(self, size: int = -1) -> bytes:
+        self._wait_at_most_what_is_left()
+        return bytes(self.reader.read(size))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reader, name)
+
+
 class _QuietHandler(WSGIRequestHandler):
-    """Serves one scrape and logs nothing: a request line is no news."""
+    """Serves one scrape, its request line and headers within `timeout` seconds in all (a GET has no body),
+    and logs nothing: a request line is no news."""
+
+    def setup(self) -> None:
+        super().setup()
+        assert self.timeout is not None  # each MetricsListener's handler class sets it
+        self.rfile = _Until(self.rfile, self.connection, self.timeout)  # type: ignore[assignment]
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # the headers are in: the reply gets the full timeout per write
+        self.connection.settimeout(self.timeout)
+        return parsed
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

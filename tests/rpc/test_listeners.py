@@ -47,6 +47,28 @@ def closed_by_server(connection: socket.socket) -> bool:
         return True
 
 
+def slow_request(address: str) -> bytes:
+    """A GET whose headers take 13 s at 20 bytes a second."""
+    return f"GET /metrics HTTP/1.1\r\nHost: {address}\r\nX-Padding: {'x' * 200}\r\n\r\n".encode()
+
+
+def dripped(address: str) -> int:
+    """Send `slow_request` a byte at a time, 20 a second, until the server closes the connection; returns the
+    bytes it took."""
+    connection = connect(address, 1)[0]
+    request, sent = slow_request(address), 0
+    while sent < len(request) and not closed_by_server(connection):
+        connection.setblocking(True)
+        try:
+            connection.sendall(request[sent:sent + 1])
+        except OSError:
+            break
+        sent += 1
+        time.sleep(0.05)
+    connection.close()
+    return sent
+
+
 def http_append(server: ServerProcess, session_id: str, text: str) -> httpx.Response:
     return httpx.post(f"http://{server.http}{APPEND}", timeout=10, json={
         "sessionId": session_id, "messages": [{"role": "ROLE_USER", "content": text}]})
@@ -96,19 +118,8 @@ def test_a_listener_past_max_connections_makes_new_ones_wait_and_slow_requests_a
     assert waiting[0].recv(12) == b"HTTP/1.1 200"  # answered once the header deadline closed them
     wait_for(lambda: all(closed_by_server(connection) for connection in held), timeout=5)
 
-    # A request's headers a byte at a time, 20 a second: the deadline runs from the first byte, not the last.
-    slow_headers = connect(server.http, 1)[0]
-    request = f"GET / HTTP/1.1\r\nHost: {server.http}\r\nX-Padding: {'x' * 200}\r\n\r\n".encode()
-    sent = 0
-    while sent < len(request) and not closed_by_server(slow_headers):
-        slow_headers.setblocking(True)
-        try:
-            slow_headers.sendall(request[sent:sent + 1])
-        except OSError:
-            break
-        sent += 1
-        time.sleep(0.05)
-    assert sent < len(request)
+    # A request's headers a byte at a time: the deadline runs from the first byte, not the last.
+    assert dripped(server.http) < len(slow_request(server.http))
     # A body a byte at a time: cut at its own deadline, and the call stores nothing.
     slow_body = connect(server.http, 1, STALLED_POST)[0]
     wait_for(lambda: closed_by_server(slow_body), timeout=10)
@@ -120,6 +131,19 @@ def test_a_listener_past_max_connections_makes_new_ones_wait_and_slow_requests_a
     kept.sendall(f"GET / HTTP/1.1\r\nHost: {server.http}\r\n\r\n".encode())
     assert kept.recv(12) == b"HTTP/1.1 200"
     wait_for(lambda: closed_by_server(kept), timeout=10)
+
+
+def test_the_metrics_port_bounds_its_connections_and_their_request_time(make_server):
+    server = make_server("--metrics-listen", "127.0.0.1:0", "--header-timeout-seconds", "2")
+    silent = connect(server.metrics, 60)  # a thread each, unbounded, before
+    time.sleep(1)
+    assert sum(map(closed_by_server, silent)) == 60 - 32  # past its 32 places, closed at once
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://{server.metrics}/metrics", timeout=10)  # as is a scrape while they are held
+    wait_for(lambda: all(map(closed_by_server, silent)), timeout=10)  # until their deadline
+    assert scrape(server)
+    assert dripped(server.metrics) < len(slow_request(server.metrics))
+    assert all(line.startswith("{") for line in server.log_lines)  # no traceback of a timed-out request
 
 
 def test_the_grpc_listeners_bound_their_connections_and_handshakes(make_server):
