@@ -139,7 +139,8 @@ func TestFitContextAgainstLiveServer(t *testing.T) {
 				t.Fatalf("reason %q", stage.GetReason())
 			}
 		}
-		if reply.GetFits() || reply.GetChanged() || !reflect.DeepEqual(memsvc.FittedMessages(reply), sent) {
+		if reply.GetFits() || reply.GetChanged() || !reflect.DeepEqual(memsvc.FittedMessages(reply), sent) ||
+			reply.GetUnfitReason() != "LLM_NOT_CONFIGURED" {
 			t.Fatalf("reply %v", reply)
 		}
 	})

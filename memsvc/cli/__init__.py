@@ -43,10 +43,30 @@ def build_parser() -> argparse.ArgumentParser:
                     "the context and the rolling summary, look up and record error lessons. It talks to a "
                     "running memsvc (--target). Over stdio by default; --http serves streamable HTTP instead.")
     remote.add_connection_arguments(agents)
-    agents.add_argument("--session", default="",
-                        help="the agent's session: the tools' default when a call names none")
+    scope = agents.add_argument_group("sessions the tools may touch (at least one of these)")
+    scope.add_argument("--session", default="",
+                       help="the agent's own session: the tools' default when a call names none")
+    scope.add_argument("--allow-session", action="append", default=[], metavar="ID",
+                       help="another session the tools may touch (repeatable)")
+    scope.add_argument("--allow-session-prefix", action="append", default=[], metavar="PREFIX",
+                       help="sessions whose id starts with PREFIX may be touched (repeatable; '' allows every "
+                            "session)")
     agents.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on this address instead of stdio")
     agents.add_argument("--path", default="/mcp", help="the streamable HTTP endpoint's path (default /mcp)")
+    agents.add_argument("--http-token-file", type=Path,
+                        help="file holding the bearer token MCP clients must present over --http (without it "
+                             "they present memsvc's, from --token-file; with neither, only a loopback address "
+                             "is served)")
+    bounds = agents.add_argument_group("bounds of --http")
+    bounds.add_argument("--max-connections", type=int, help="connections open at once (default 64; fewer if the "
+                                                            "descriptor limit leaves less room)")
+    bounds.add_argument("--header-timeout-seconds", type=float,
+                        help="time a connection has for a request's headers, from its start or the request's first "
+                             "byte (default 10)")
+    bounds.add_argument("--body-timeout-seconds", type=float,
+                        help="time a request has for its body once its headers are in (default 60)")
+    bounds.add_argument("--connection-idle-seconds", type=float,
+                        help="time a kept-alive connection may wait between requests (default 60)")
     remote.add_commands(commands)
     transfer.add_commands(commands)
     reshard.add_command(commands)
@@ -56,14 +76,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parsed = build_parser().parse_args(argv)
     if parsed.command == "mcp":
+        from memsvc.mcp.access import Scope
         from memsvc.mcp.server import serve as serve_mcp
 
         try:
             options = remote.client_arguments(parsed)
-        except OSError as error:  # the token or a TLS file
-            print(f"memsvc: {error}", file=sys.stderr)
+            http_token = parsed.http_token_file.read_text().strip() if parsed.http_token_file else None
+            if parsed.http_token_file and not http_token:
+                raise ValueError(f"{parsed.http_token_file} is empty: it must hold the token MCP clients present")
+            scope = Scope.configured(parsed.session, parsed.allow_session, parsed.allow_session_prefix)
+            bounds = {name: value for name in ("max_connections", "header_timeout_seconds", "body_timeout_seconds",
+                                               "connection_idle_seconds")
+                      if (value := getattr(parsed, name)) is not None}
+            return serve_mcp(parsed.target, options, scope, parsed.http, parsed.path, http_token, bounds)
+        except (OSError, ValueError) as error:  # a token or TLS file, the scope, an address that cannot be served
+            print(f"memsvc mcp: {error}", file=sys.stderr)
             return 2
-        return serve_mcp(parsed.target, options, parsed.session, parsed.http, parsed.path)
     if getattr(parsed, "main", None) is not None:  # a command that connects to servers of its own choosing
         return int(parsed.main(parsed))
     if getattr(parsed, "run", None) is not None:

@@ -62,6 +62,17 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     before the stream ends (an export lets its session go; an import stores nothing)."""
     max_concurrent_rpcs: int = 256
     "RPCs in flight on the main listeners; calls past this are refused with RESOURCE_EXHAUSTED, never queued."
+    max_connections: int = 1024
+    ("Connections open at once on each listener (the gRPC listeners together, http_listen); the health and metrics "
+     "ports take at most 32 each. Lowered at start so that all fit the descriptor limit less reserved_fds.")
+    reserved_fds: int = 64
+    "File descriptors connections never take: kept for storage (history files, the archive, vector builds)."
+    connection_idle_seconds: float = 60.0
+    "A connection with no call in flight for this long is closed (gRPC max_connection_idle, HTTP keep-alive)."
+    header_timeout_seconds: float = 10.0
+    "Time a new connection has for its handshake (HTTP/2, TLS), and an HTTP request for its headers."
+    body_timeout_seconds: float = 60.0
+    "Time an HTTP request has to send its whole body once its headers are in."
     archive_commit_seconds: float = 1.0
     "Longest time the archive gathers appended messages before one commit."
     embedder: Literal["builtin", "sentence-transformers", "openai"] = "builtin"
@@ -121,6 +132,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "URL of a JSON model table (vendor -> model -> {\"in\": window}) merged over the shipped one; empty: shipped only."
     model_info_base_url: str = ""
     "Base URL of an OpenAI-compatible API whose GET /models reports context_length or max_model_len; fills gaps."
+    fit_max_summary_calls: int = 16
+    ("Most summary calls one FitContext makes to fold a run's older turns into the rolling summary; past it the "
+     "reply says SUMMARY_CALL_LIMIT, and calling again folds more.")
     model_table_refresh_seconds: float = 3600.0
     "Seconds between background fetches of model_table_url and model_info_base_url (the last good copy stays on disk)."
     error_ttl_days: float = 90.0
@@ -234,7 +248,8 @@ def _check(settings: Settings) -> None:
                 "embedding_timeout_seconds", "reranker_timeout_seconds", "vector_rebuild_rows", "vector_trees",
                 "vector_search_k", "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions",
                 "max_concurrent_rpcs", "lessons_pool_size", "max_held_sessions", "hold_lease_seconds",
-                "stream_idle_seconds")
+                "stream_idle_seconds", "fit_max_summary_calls", "max_connections", "reserved_fds",
+                "connection_idle_seconds", "header_timeout_seconds", "body_timeout_seconds")
     for name in positive:
         if getattr(settings, name) <= 0:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")

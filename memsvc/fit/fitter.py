@@ -1,15 +1,18 @@
 """FitContext: an agent run's messages fitted to its model's window before a call.
 
 Owns which stages run and in what order: CheckThreshold always; while the
-run is over its target, ExtractOldHistories and then ToolHistory (each
-skipped, and said so, without an LLM); with overflow, TrimFallback when
-they could not compact enough; RawToolFallback last when the run switched
-models. Also what is refused: a request that is not a run (INVALID_ARGUMENT),
-a run whose kept messages alone exceed the budget, and an overflow with
-nothing left to compact (both FAILED_PRECONDITION CONTEXT_TOO_LARGE, naming
-the sizes). The count a fitting run costs is split from the stages, which
-may call a model, so that the caller can run those on a thread. Must never
-store the run's messages: only the rolling summary may change.
+run is over its target, ExtractOldHistories (as many summary calls as it
+takes, within fit_max_summary_calls and the caller's deadline) and then
+ToolHistory (each skipped, and said so, without an LLM); with overflow,
+TrimFallback when they could not compact enough; RawToolFallback last when
+the run switched models; and, for a run still over its target, the one
+reason why. Also what is refused: a request that is not a run
+(INVALID_ARGUMENT), a run whose kept messages alone exceed the budget, and
+an overflow with nothing left to compact (both FAILED_PRECONDITION
+CONTEXT_TOO_LARGE, naming the sizes). The count a fitting run costs is split
+from the stages, which may call a model, so that the caller can run those on
+a thread. Must never store the run's messages: only the rolling summary may
+change.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class FitRequest(msgspec.Struct, kw_only=True):
     context_window: int = 0
     "0: the model table's."
     reserved_tokens: int = 0
+    deadline: float | None = None
+    "time.monotonic() by which the caller needs the answer; None: no deadline."
 
     @property
     def switched(self) -> bool:
@@ -67,6 +72,8 @@ class Fitted(msgspec.Struct):
     stages: list[StageReport]
     fits: bool
     changed: bool
+    unfit_reason: str
+    "Empty when the run fits; else the stable reason it does not (the first a stage gave, or NOTHING_LEFT_TO_COMPACT)."
 
 
 class Pass(msgspec.Struct):
@@ -139,9 +146,11 @@ class Fitter:
         if request.switched:
             work.stages.append(stages.raw_tool_fallback(run, request.previous_model))
         messages = [message.raw for message in run.messages]
+        fits = run.total <= target
+        unfit = "" if fits else next((report.reason for report in work.stages if report.reason),
+                                     "NOTHING_LEFT_TO_COMPACT")
         fitted = Fitted(messages, work.budget.window, work.budget.tokens, target, work.before, run.total,
-                        run.counter.exact, run.counter.name, work.stages, run.total <= target,
-                        messages != request.messages)
+                        run.counter.exact, run.counter.name, work.stages, fits, messages != request.messages, unfit)
         if fitted.changed:
             log.info("run fitted", extra={"session_id": request.session_id, "model": request.model,
                                           "tokens_before": fitted.before, "tokens_after": fitted.after,
@@ -154,7 +163,8 @@ class Fitter:
             work.stages.append(stages.skipped_for_no_llm("extract_old_histories", run))
             work.stages.append(stages.skipped_for_no_llm("tool_history", run))
             return
-        work.stages.append(stages.extract_old_histories(run, self.summarizer, work.request.session_id))
+        calls = stages.SummaryCalls(self.settings.fit_max_summary_calls, work.request.deadline)
+        work.stages.append(stages.extract_old_histories(run, self.summarizer, work.request.session_id, target, calls))
         if run.total > target:
             work.stages.append(stages.tool_history(run, self.model, target, language_rule(self.settings.reply_lang),
                                                    self.settings.summary_chunk_chars))

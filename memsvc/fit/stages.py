@@ -1,8 +1,9 @@
 """The stages of in-run compaction, each one step on a Run, reporting what it did.
 
 Owns what each stage changes: ExtractOldHistories folds the older turns into
-the session's rolling summary (the summarizer's one-call fold) and puts the
-turn context carrying it in their place; ToolHistory puts one plain-text
+the session's rolling summary (the summarizer's one-call fold, called again
+while the run is over its target, within the calls it is allowed) and puts
+the turn context carrying it in their place; ToolHistory puts one plain-text
 summary, written by the summary model, in place of the oldest tool-call
 exchanges (a call never leaves without its results); TrimFallback drops the
 oldest whole exchanges; RawToolFallback writes tool calls and results as
@@ -12,6 +13,7 @@ why. Must never decide which stages run: the fitter does.
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 import msgspec
@@ -21,7 +23,7 @@ from memsvc.core.reasons import Reason
 from memsvc.fit import chat
 from memsvc.fit.run import Exchange, Run
 from memsvc.summary import llm, rolling
-from memsvc.summary.summarizer import Summarizer, SummaryReplyInvalid, Turn
+from memsvc.summary.summarizer import Folded, Summarizer, SummaryReplyInvalid, Turn
 
 Stage = Literal["check_threshold", "extract_old_histories", "tool_history", "trim_fallback", "raw_tool_fallback"]
 Outcome = Literal["compacted", "unchanged", "skipped", "failed"]
@@ -54,31 +56,90 @@ def failed(stage: Stage, run: Run, error: MemsvcError, kept: str) -> StageReport
     return StageReport(stage, "failed", run.total, f"{error.message}; {kept} kept as they were", error.reason)
 
 
-def extract_old_histories(run: Run, summarizer: Summarizer, session_id: str) -> StageReport:
-    stage: Stage = "extract_old_histories"
-    exchanges = run.older()
-    if not exchanges:
-        return StageReport(stage, "unchanged", run.total, "no older turns before the latest user message")
-    indexes = [index for exchange in exchanges for index in exchange]
-    texts = chat.transcript([run.messages[index] for index in indexes], summarizer.settings.summary_chunk_chars)
-    turns = [_turn(run.messages[index], text) for index, text in zip(indexes, texts, strict=True)]
-    try:
+class SummaryCalls:
+    """The summary calls ExtractOldHistories may still make in one FitContext: at most fit_max_summary_calls,
+    and none that would likely end past the caller's deadline (judged by the longest call so far)."""
+
+    def __init__(self, limit: int, deadline: float | None):
+        self.limit, self.deadline = limit, deadline
+        self.made, self.longest = 0, 0.0
+
+    def refusal(self) -> str:
+        """Why no further call may start (a stable reason), or "" when one may."""
+        if self.made >= self.limit:
+            return "SUMMARY_CALL_LIMIT"
+        if self.deadline is not None and time.monotonic() + self.longest > self.deadline:
+            return "DEADLINE_TOO_SHORT"
+        return ""
+
+    def fold(self, summarizer: Summarizer, session_id: str, turns: list[Turn]) -> Folded:
+        """One fold, counted and timed when it called the model."""
+        started = time.monotonic()
         folded = summarizer.fold(session_id, turns)
-    except NotFound:
-        return StageReport(stage, "skipped", run.total, f"session {session_id!r} has no stored messages, so no "
-                           "rolling summary to fold the older turns into; they are kept", "SESSION_NOT_FOUND")
-    except MemsvcError as error:
-        return failed(stage, run, error, "the older turns are")
-    covered = {indexes[number] for number in folded.covered}
-    gone = [index for exchange in exchanges if all(index in covered for index in exchange) for index in exchange]
-    if folded.summary is None or not gone:
-        return StageReport(stage, "unchanged", run.total, f"the summary took in {folded.count} messages but no "
-                           "whole older exchange, so every older turn is kept")
-    removed = run.replace(gone)
-    run.set_turn_context(rolling.turn_context(folded.summary))
-    how = f"one summary call over {folded.count} messages" if folded.count else "no call: already summarized"
-    return StageReport(stage, "compacted", run.total, f"{removed} older messages now live in the rolling summary "
-                       f"({how}); the turn context carries it", messages_removed=removed)
+        if folded.count:
+            self.made += 1
+            self.longest = max(self.longest, time.monotonic() - started)
+        return folded
+
+
+STOPPED = {"SUMMARY_CALL_LIMIT": "fit_max_summary_calls ({limit}) reached",
+           "DEADLINE_TOO_SHORT": "another call would end past the caller's deadline"}
+
+
+def extract_old_histories(run: Run, summarizer: Summarizer, session_id: str, target: int,
+                          calls: SummaryCalls) -> StageReport:
+    """Fold the older turns, oldest first, one summary call at a time, until the run is within `target`, the
+    older turns are all folded, or `calls` allows no more."""
+    stage: Stage = "extract_old_histories"
+    older = [run.messages[index] for exchange in run.older() for index in exchange]
+    if not older:
+        return StageReport(stage, "unchanged", run.total, "no older turns before the latest user message")
+    # Rendered once, whole: a tool result is named after its call even when the call was folded earlier.
+    texts = dict(zip(map(id, older), chat.transcript(older, summarizer.settings.summary_chunk_chars), strict=True))
+    taken: set[int] = set()
+    removed = sent = 0
+    stopped = detail = ""
+    while run.total > target:
+        exchanges = run.older()
+        waiting = [index for exchange in exchanges for index in exchange if id(run.messages[index]) not in taken]
+        if not waiting:
+            break
+        if stopped := calls.refusal():
+            detail = STOPPED[stopped].format(limit=calls.limit)
+            break
+        turns = [_turn(run.messages[index], texts[id(run.messages[index])]) for index in waiting]
+        try:
+            folded = calls.fold(summarizer, session_id, turns)
+        except NotFound:
+            return StageReport(stage, "skipped", run.total, f"session {session_id!r} has no stored messages, so no "
+                               "rolling summary to fold the older turns into; they are kept", "SESSION_NOT_FOUND")
+        except MemsvcError as error:
+            if not removed:
+                return failed(stage, run, error, "the older turns are")
+            stopped, detail = error.reason, error.message
+            break
+        newly = {id(run.messages[waiting[number]]) for number in folded.covered}
+        sent += folded.count
+        if not newly - taken and not folded.count:
+            break  # nothing folded and no call made: nothing more will come of another
+        taken |= newly
+        gone = [index for exchange in exchanges if all(id(run.messages[i]) in taken for i in exchange)
+                for index in exchange]
+        if folded.summary is not None and gone:
+            removed += run.replace(gone)
+            run.set_turn_context(rolling.turn_context(folded.summary))
+    if not removed:
+        if stopped:
+            return StageReport(stage, "skipped", run.total, f"no older turn folded: {detail}", stopped)
+        return StageReport(stage, "unchanged", run.total, f"the summary took in {sent} messages but no whole older "
+                           "exchange, so every older turn is kept")
+    how = f"{calls.made} summary call{'s' * (calls.made != 1)} over {sent} messages" if sent else \
+        "no call: already summarized"
+    report = f"{removed} older messages now live in the rolling summary ({how}); the turn context carries it"
+    if stopped:
+        kept = sum(len(exchange) for exchange in run.older())
+        report += f"; stopped with {kept} older messages kept: {detail}"
+    return StageReport(stage, "compacted", run.total, report, stopped, messages_removed=removed)
 
 
 def _turn(message: chat.ChatMessage, text: str) -> Turn:

@@ -15,7 +15,6 @@ server-streaming (ExportSession) or client-streaming (ImportSession).
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, NoReturn
 
@@ -58,21 +57,23 @@ class CallContext:
     """What a servicer may ask of its call when the call came over HTTP.
 
     The part of `grpc.aio.ServicerContext` memsvc's servicers use (rpc/status.py
-    ends failed calls with `abort_with_status`, rpc/deadlines.py reads the
-    time remaining, from the Connect timeout, and learns when the call is
-    over); a servicer that starts using more fails its HTTP tests with
-    INTERNAL until the method is added here.
+    ends failed calls with `abort_with_status`, rpc/deadlines.py and
+    FitContext read `time_remaining`, from the Connect timeout, and the former
+    learns when the call is over); a servicer that starts using more fails its
+    HTTP tests with INTERNAL until the method is added here.
     """
 
-    def __init__(self, timeout_ms: float | None):
-        self._ends_at = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+    def __init__(self, request: RequestContext[Any, Any]):
+        self.request = request
         self._when_done: list[Callable[[Any], object]] = []
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:
         raise Aborted(status)
 
     def time_remaining(self) -> float | None:
-        return None if self._ends_at is None else max(0.0, self._ends_at - time.monotonic())
+        """Seconds left of the call's Connect-Timeout-Ms, as grpc.aio's; None when it set none."""
+        left = self.request.timeout_ms()
+        return None if left is None else max(0.0, left / 1000)
 
     def add_done_callback(self, callback: Callable[[Any], object]) -> None:
         self._when_done.append(callback)
@@ -107,7 +108,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         idempotency_level=IDEMPOTENCY[method.GetOptions().idempotency_level])
 
     async def call(request: Any, context: RequestContext[Any, Any]) -> Message:
-        call_context = CallContext(context.timeout_ms())
+        call_context = CallContext(context)
         try:
             with gate.admit(context.request_headers().get("authorization")):
                 return await behaviour(request, call_context)
@@ -120,7 +121,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
 
     async def stream(request: Message, context: RequestContext[Any, Any]) -> AsyncIterator[Message]:
         """A server stream: the gate admits it once, for as long as it runs."""
-        call_context = CallContext(context.timeout_ms())
+        call_context = CallContext(context)
         try:
             with gate.admit(context.request_headers().get("authorization")):
                 async for reply in behaviour(request, call_context):

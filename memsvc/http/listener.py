@@ -2,8 +2,9 @@
 
 Owns the port (bound once, refused clearly when taken), TLS from the same
 `tls_*` files as the gRPC listeners, the routing of contract paths to the
-Connect application and of everything else to the dashboard, and the
-listener's start and graceful stop. uvicorn serves it on the server's own
+Connect application and of everything else to the dashboard, the listener's
+bounds (connections, header, body and idle time: memsvc/net/http11.py keeps
+to them), and its start and graceful stop. uvicorn serves it on the server's own
 event loop: an idle listener costs the gRPC calls nothing (no timer, no
 thread), and an HTTP call runs the servicers exactly as a gRPC call does.
 Must never hold request logic, nor log requests (paths and queries may carry
@@ -28,6 +29,7 @@ from memsvc.http.contract import Contract
 from memsvc.http.dashboard import Dashboard
 from memsvc.http.gate import Gate
 from memsvc.http.hosts import AllowedHosts
+from memsvc.net import http11
 from memsvc.rpc import auth
 
 log = logging.getLogger(__name__)
@@ -38,18 +40,10 @@ def _bind(address: str) -> socket.socket:
     host = host.strip("[]")
     if not host or not port.isdigit():
         raise InvalidSetting(f"http_listen must be HOST:PORT, got {address!r}")
-    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets that say so, and without
-    # it a reply's later segments wait out the client's delayed ACK (~40 ms a call).
-    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM,
-                             socket.IPPROTO_TCP)
     try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT may be reused; a live port not
-        listener.bind((host, int(port)))
-        listener.listen()
+        return http11.bind(host, int(port))
     except OSError as exc:
-        listener.close()
         raise InvalidSetting(f"cannot listen on http_listen {address}: {exc.strerror}") from exc
-    return listener
 
 
 def _tls(settings: Settings) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext] | None:
@@ -100,11 +94,11 @@ class HttpListener:
         self.token = auth.read_token(settings.token_file) if settings.token_file else None
         self.tls = _tls(settings)
         self.dashboard = Dashboard()
-        self.socket: socket.socket | None = None
-        self.server: uvicorn.Server | None = None
+        self.server: http11.BoundedServer | None = None
 
-    async def open(self, servicers: Mapping[str, object]) -> str:
-        """Serve `servicers` (service full name -> the gRPC server's servicer); returns the bound HOST:PORT."""
+    async def open(self, servicers: Mapping[str, object], max_connections: int) -> str:
+        """Serve `servicers` (service full name -> the gRPC server's servicer) on at most `max_connections`
+        connections at once; returns the bound HOST:PORT."""
         settings = self.settings
         contract = Contract(servicers, Gate(self.token, settings.max_concurrent_rpcs), settings.max_request_bytes)
         hosts = AllowedHosts(settings.http_allowed_hosts, token_required=self.token is not None)
@@ -113,12 +107,13 @@ class HttpListener:
             interface="asgi3", log_config=None, access_log=False, proxy_headers=False, server_header=False,
             date_header=False, ssl_context_factory=self.tls,
             timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds))
-        config.load()
-        self.socket = _bind(settings.http_listen)
-        self.server = uvicorn.Server(config)
-        self.server.lifespan = config.lifespan_class(config)  # what Server.serve sets; serve() would take SIGTERM
-        await self.server.startup(sockets=[self.socket])
-        host, port = self.socket.getsockname()[:2]
+        listener = _bind(settings.http_listen)
+        limits = http11.Limits(max_connections, settings.header_timeout_seconds, settings.body_timeout_seconds,
+                               settings.connection_idle_seconds)
+        # Started, not served: serve() would take SIGTERM from the gRPC server, which drains both.
+        self.server = http11.BoundedServer(config, listener, limits, "http")
+        await self.server.startup()
+        host, port = listener.getsockname()[:2]
         bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         log.info("http listener open", extra={"address": bound, "tls": self.tls is not None})
         return bound
@@ -126,4 +121,4 @@ class HttpListener:
     async def close(self) -> None:
         """Stop accepting, let in-flight calls finish (up to shutdown_grace_seconds), close."""
         if self.server is not None:
-            await self.server.shutdown(sockets=[self.socket] if self.socket else None)
+            await self.server.shutdown()

@@ -3,8 +3,9 @@
 Owns each tool's name, parameters, description and result shape: `chat_history` (search the
 conversation, read the context window and the rolling summary), `lookup_error_lessons` and
 `record_error_lesson` (error memory). Every tool is one or two calls through the asyncio
-client; a refused call becomes a tool error carrying the server's status and reason. Must
-never reach the data directory or hold memory logic.
+client; a refused call becomes a tool error carrying the server's status and reason, and a
+session outside the server's scope is refused before any call (access.py). Must never reach
+the data directory or hold memory logic.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Annotated, Any, Literal, ParamSpec
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from memsvc.mcp.access import Scope
 from memsvc_client import MemsvcError
 
 P = ParamSpec("P")
@@ -94,16 +96,10 @@ def refusals(tool: Callable[P, Awaitable[dict[str, Any]]]) -> Callable[P, Awaita
 
 
 class Tools:
-    """The tools, over one asyncio client; `session` is the default for calls that name none."""
+    """The tools, over one asyncio client, touching only the sessions of `scope`."""
 
-    def __init__(self, memory: Any, session: str):
-        self.memory, self.session = memory, session
-
-    def _session(self, session_id: str) -> str:
-        chosen = session_id or self.session
-        if not chosen:
-            raise ValueError("no session: pass session_id (this MCP server was started without --session)")
-        return chosen
+    def __init__(self, memory: Any, scope: Scope):
+        self.memory, self.scope = memory, scope
 
     @refusals
     async def chat_history(
@@ -116,9 +112,10 @@ class Tools:
         time_range: Annotated[TimeRange, Field(description="only messages from the last day/week/month/year")]
         = "all",
         limit: Annotated[int, Field(ge=1, le=32, description="most hits (before neighbours are added)")] = 8,
-        session_id: Annotated[str, Field(description="the conversation; empty for this agent's own")] = "",
+        session_id: Annotated[str, Field(description="the conversation; empty for this agent's own (other "
+                                                     "sessions only as this server allows)")] = "",
     ) -> dict[str, Any]:
-        session = self._session(session_id)
+        session = self.scope.session(session_id)
         if mode == "context":
             context = await self.memory.get_context(session)
             return {"window": [message(m) for m in context.window], "summary": summary(context.summary)}
@@ -153,7 +150,8 @@ class Tools:
         outcome: Annotated[Outcome, Field(description="resolved: the action fixed it")] = "resolved",
         session_id: Annotated[str, Field(description="the session recording it; empty for this agent's")] = "",
     ) -> dict[str, Any]:
+        recorder = self.scope.session(session_id) if session_id else self.scope.own
         reply = await self.memory.record_error(tool_name, symptom, action, outcome=outcome, cause=cause,
-                                               keywords=keywords or [], session_id=session_id or self.session)
+                                               keywords=keywords or [], session_id=recorder)
         return {"stored": reply.stored, "refreshed": reply.refreshed, "detail": reply.detail or None,
                 "lesson": lesson(reply.record) if reply.record else None}

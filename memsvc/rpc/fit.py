@@ -7,6 +7,7 @@ service). Must never decide anything about a run: memsvc/fit does.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 
@@ -34,18 +35,19 @@ class FitServicer(fit_pb2_grpc.FitServiceServicer):
     @translated
     async def FitContext(self, request: pb.FitContextRequest,
                          context: grpc.aio.ServicerContext) -> pb.FitContextResponse:
-        fit = _request(request)
+        remaining = context.time_remaining()
+        fit = _request(request, None if remaining is None else time.monotonic() + remaining)
         # A fitting run costs one count, done here; a big run, a tokenizer to load and model calls go to a thread.
         begun = await asyncio.to_thread(self.fitter.begin, fit) if self.fitter.may_wait(fit) else self.fitter.begin(fit)
         fitted = await asyncio.to_thread(self.fitter.fit, begun) if begun.needs_stages else self.fitter.fit(begun)
         return _reply(fitted)
 
 
-def _request(request: pb.FitContextRequest) -> FitRequest:
+def _request(request: pb.FitContextRequest, deadline: float | None) -> FitRequest:
     return FitRequest(session_id=request.session_id, vendor=request.vendor, model=request.model,
                       messages=list(request.messages), overflow=request.overflow,
                       previous_model=request.previous_model, context_window=request.context_window,
-                      reserved_tokens=request.reserved_tokens)
+                      reserved_tokens=request.reserved_tokens, deadline=deadline)
 
 
 def _reply(fitted: Fitted) -> pb.FitContextResponse:
@@ -56,7 +58,7 @@ def _reply(fitted: Fitted) -> pb.FitContextResponse:
         tokens_after=fitted.after,
         counting=pb.TOKEN_COUNTING_EXACT if fitted.exact else pb.TOKEN_COUNTING_ESTIMATE,
         tokenizer=fitted.tokenizer, stages=[_stage(report) for report in fitted.stages], fits=fitted.fits,
-        changed=fitted.changed)
+        changed=fitted.changed, unfit_reason=fitted.unfit_reason)
 
 
 def _stage(report: StageReport) -> pb.FitStageReport:

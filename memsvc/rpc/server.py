@@ -6,9 +6,11 @@ true to what the server can do, and drain on SIGTERM.
 Owns the order of start and stop, the health statuses (NOT_SERVING until
 ready, while the data directory is gone, when a background thread died, and
 from SIGTERM; `memsvc.archive` NOT_SERVING while the archive is damaged,
-ErrorMemoryService while its lesson database cannot be reached),
-and that a shutdown ends within shutdown_grace_seconds whatever hangs. Must
-never hold request logic.
+ErrorMemoryService while its lesson database cannot be reached), how many
+connections each listener may keep open (max_connections, lowered so that
+every listener full leaves reserved_fds descriptors to storage), the gRPC
+servers' handshake and idle limits, and that a shutdown ends within
+shutdown_grace_seconds whatever hangs. Must never hold request logic.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 import grpc
+import msgspec
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -31,6 +34,7 @@ from memsvc.app import App
 from memsvc.core.config import Settings
 from memsvc.core.durable import DirectoryLock, ensure_dir
 from memsvc.core.errors import InvalidSetting
+from memsvc.net import descriptors
 from memsvc.rpc import auth
 from memsvc.rpc.error_memory import ErrorMemoryServicer
 from memsvc.rpc.fit import FitServicer
@@ -73,13 +77,61 @@ SEARCH_WORKERS, SEARCHES_PER_SESSION, SEARCHES_IN_FLIGHT = 1, 8, 64
 UNIX_PREFIX = "unix://"
 EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
 "A second server must not silently share our TCP port."
+ACK_GROWTH_BYTES = 32
+"""How much larger one message's acknowledgement can be than the message in its Append: a one-character
+message costs 7 bytes on the wire, its acknowledgement up to 26 (id and send time as 10-byte varints, role,
+framing); a sender is echoed as it came, or out of a legacy header the content carried."""
 
 
-def _options(settings: Settings) -> list[tuple[str, int]]:
+PROBE_CONNECTIONS = 32
+"""Most connections the health port and the metrics port each keep open (a sixteenth of the room, if less):
+probes and scrapers need a few."""
+MIN_CONNECTIONS = 8
+"Fewer connections a listener than this, and the descriptor limit is too low to serve: the start fails."
+
+
+class Connections(msgspec.Struct, frozen=True):
+    main: int
+    "Each main listener's: the gRPC server's (all of `listen` together) and each transport's (http_listen)."
+    probes: int
+    "The health port's and the metrics port's each."
+
+
+def connection_limits(settings: Settings, transports: int, descriptors: int) -> Connections:
+    """max_connections for each listener, lowered so that every listener full still leaves reserved_fds of
+    the process's `descriptors` to storage."""
+    room = descriptors - settings.reserved_fds
+    probes = min(PROBE_CONNECTIONS, settings.max_connections, max(1, room // 16))
+    ports = bool(settings.health_listen) + bool(settings.metrics_listen)
+    main = min(settings.max_connections, (room - probes * ports) // (1 + transports))
+    if main < MIN_CONNECTIONS:
+        raise InvalidSetting(f"the descriptor limit ({descriptors}, ulimit -n) leaves too few for connections once "
+                             f"reserved_fds ({settings.reserved_fds}) are kept for storage: raise the limit (systemd "
+                             "LimitNOFILE) or lower reserved_fds")
+    if main < settings.max_connections:
+        log.warning("max_connections lowered to fit the descriptor limit", extra={
+            "max_connections": main, "descriptor_limit": descriptors, "reserved_fds": settings.reserved_fds})
+    return Connections(main, probes)
+
+
+def _bounds(settings: Settings, connections: int) -> list[tuple[str, int]]:
+    """A gRPC server's limits on its connections: how many, how long to handshake, how long idle."""
+    return [
+        ("grpc.max_allowed_incoming_connections", connections),
+        ("grpc.server_handshake_timeout_ms", round(settings.header_timeout_seconds * 1000)),
+        ("grpc.max_connection_idle_ms", round(settings.connection_idle_seconds * 1000)),
+    ]
+
+
+def _options(settings: Settings, connections: int) -> list[tuple[str, int]]:
+    # The send limit is derived so that an Append that fits the request limit always has room for its
+    # acknowledgement: the reply of a stored Append must never be refused for its size.
+    send_limit = settings.max_request_bytes + ACK_GROWTH_BYTES * settings.max_messages_per_request
     return [
         EXCLUSIVE_PORT,
         ("grpc.max_receive_message_length", settings.max_request_bytes),
-        ("grpc.max_send_message_length", settings.max_request_bytes),
+        ("grpc.max_send_message_length", send_limit),
+        *_bounds(settings, connections),
     ]
 
 
@@ -124,8 +176,9 @@ class Transport(Protocol):
     name: str
     "The key of its address in the `serving` log line."
 
-    async def open(self, servicers: Mapping[str, object]) -> str:
-        """Start serving these servicers (service full name -> servicer); returns the bound address."""
+    async def open(self, servicers: Mapping[str, object], max_connections: int) -> str:
+        """Start serving these servicers (service full name -> servicer) on at most `max_connections` connections
+        at once; returns the bound address."""
 
     async def close(self) -> None:
         """Stop accepting and drain in-flight calls, within shutdown_grace_seconds."""
@@ -156,18 +209,20 @@ class Server:
         # Secrets are read before anything listens: a bad file fails the start, not the first call.
         interceptors = _interceptors(self.settings)
         tls = auth.server_credentials(self.settings)
+        connections = connection_limits(self.settings, len(self.transports), descriptors.limit())
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         extra = {}
         if self.settings.health_listen:
-            self.probes = grpc.aio.server(options=[EXCLUSIVE_PORT])
+            self.probes = grpc.aio.server(options=[EXCLUSIVE_PORT, *_bounds(self.settings, connections.probes)])
             health_pb2_grpc.add_HealthServicer_to_server(self.health, self.probes)
             extra["health"] = _bind(self.probes, self.settings.health_listen)
             await self.probes.start()
             log.info("health port open", extra={"address": extra["health"]})
         if self.settings.metrics_listen:
-            self.metrics = MetricsListener(self.settings.metrics_listen)
+            self.metrics = MetricsListener(self.settings.metrics_listen, connections.probes,
+                                           self.settings.header_timeout_seconds)
             extra["metrics"] = self.metrics.address
-        self.grpc = grpc.aio.server(interceptors=interceptors, options=_options(self.settings),
+        self.grpc = grpc.aio.server(interceptors=interceptors, options=_options(self.settings, connections.main),
                                     maximum_concurrent_rpcs=self.settings.max_concurrent_rpcs)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         # Built off the event loop so the health port answers NOT_SERVING meanwhile.
@@ -184,10 +239,11 @@ class Server:
         await self.grpc.start()
         servicers = dict(zip(SERVICE_NAMES, (memory, lessons, fit, shards), strict=True))
         for transport in self.transports:
-            extra[transport.name] = await transport.open(servicers)
+            extra[transport.name] = await transport.open(servicers, connections.main)
         await self._update_health()
         self._watching = asyncio.create_task(self._watch_health())
-        log.info("serving", extra={"addresses": bound, **extra, "tls": tls is not None,
+        log.info("serving", extra={"addresses": bound, **extra, "max_connections": connections.main,
+                                   "tls": tls is not None,
                                    "token": bool(self.settings.token_file), "data_dir": self.settings.data_dir,
                                    "pid": os.getpid()})
         return bound

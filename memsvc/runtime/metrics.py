@@ -11,20 +11,29 @@ A `gauge`/`total` reads a number the domain already keeps, at scrape time
 only; registering the same name again replaces the reading (a new App
 replaces the old one's). Must never label a metric with a session id, text or
 anything else unbounded (each value is a series held forever), and never
-make a request wait for a scrape.
+make a request wait for a scrape (each scrape has a thread of its own, a
+bounded number of them).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from memsvc.core.errors import InvalidSetting
+from memsvc.net.descriptors import ACCEPT_RETRY_SECONDS, RESOURCE_ERRORS, ResourceLog
 
 log = logging.getLogger(__name__)
 
@@ -110,18 +119,113 @@ def total(name: str, documentation: str, read: Callable[[], float]) -> None:
     _readings.readings[_name(name)[:-len("_total")]] = (CounterMetricFamily, documentation, read)
 
 
-class MetricsListener:
-    """The HTTP port Prometheus scrapes: GET /metrics."""
+class _BoundedServer(ThreadingWSGIServer):
+    """prometheus_client's thread-per-connection server, bounded: at most `room` connections served at once
+    (one past it is closed at once), each read and write given `timeout` seconds, and an accept that fails
+    for want of descriptors retried after a pause and said once per interval (socketserver retries at once,
+    spinning, and says nothing)."""
 
-    def __init__(self, address: str):
+    room: threading.BoundedSemaphore
+    resources: ResourceLog
+    request_queue_size = 128  # socketserver's 5 makes connections beyond it retry their SYN for seconds
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as error:
+            if error.errno in RESOURCE_ERRORS:
+                self.resources.failed(error)
+                time.sleep(ACCEPT_RETRY_SECONDS)  # this server's own thread
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.room.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.room.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.room.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """socketserver prints a traceback to stderr; a client that stalled or left is no error of the server's."""
+        if not isinstance(sys.exc_info()[1], OSError):  # TimeoutError and ConnectionError are OSErrors
+            log.exception("metrics request failed")
+
+
+class _Until:
+    """A connection's reader that gives the whole request `timeout` seconds from its start, not each read."""
+
+    def __init__(self, reader: Any, connection: socket.socket, timeout: float):
+        self.reader, self.connection, self.deadline = reader, connection, time.monotonic() + timeout
+
+    def _wait_at_most_what_is_left(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took longer than header_timeout_seconds")
+        self.connection.settimeout(left)
+
+    def readline(self, limit: int = -1) -> bytes:
+        self._wait_at_most_what_is_left()
+        return bytes(self.reader.readline(limit))
+
+    def read(self, size: int = -1) -> bytes:
+        self._wait_at_most_what_is_left()
+        return bytes(self.reader.read(size))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reader, name)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Serves one scrape, its request line and headers within `timeout` seconds in all (a GET has no body),
+    and logs nothing: a request line is no news."""
+
+    def setup(self) -> None:
+        super().setup()
+        assert self.timeout is not None  # each MetricsListener's handler class sets it
+        self.rfile = _Until(self.rfile, self.connection, self.timeout)  # type: ignore[assignment]
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # the headers are in: the reply gets the full timeout per write
+        self.connection.settimeout(self.timeout)
+        return parsed
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class MetricsListener:
+    """The HTTP port Prometheus scrapes: GET /metrics, on at most `connections` connections at once, each
+    closed when it waits `timeout_seconds` for the client."""
+
+    def __init__(self, address: str, connections: int, timeout_seconds: float):
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise InvalidSetting(f"metrics_listen {address!r} must be HOST:PORT")
         host = host.strip("[]")
+
+        class Server(_BoundedServer):
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            room = threading.BoundedSemaphore(connections)
+            resources = ResourceLog("metrics")
+
+        class Handler(_QuietHandler):
+            timeout = timeout_seconds  # each read and write of a connection (socketserver's settimeout)
+
         try:
-            self._http, self._thread = prometheus_client.start_http_server(int(port), host, registry=REGISTRY)
+            self._http = make_server(host, int(port), make_wsgi_app(REGISTRY), Server, Handler)
         except OSError as exc:
             raise InvalidSetting(f"cannot serve metrics on {address}: {exc.strerror}") from exc
+        self._thread = threading.Thread(target=self._http.serve_forever, name="metrics", daemon=True)
+        self._thread.start()
         bound_port = self._http.server_address[1]
         self.address = f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}"
 

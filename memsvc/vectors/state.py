@@ -242,8 +242,8 @@ class SessionVectors:
 
     def clear(self) -> int:
         """Drop everything of the session, on disk and in memory; returns the vectors dropped."""
-        self.stop_build()
-        with self.file_lock:
+        # No load reads the files while they go (a Reset completed at start races the embedding worker).
+        with self.load_lock, self.file_lock:
             with self.lock:
                 dropped = self._count()
                 self.epoch += 1
@@ -251,6 +251,7 @@ class SessionVectors:
                 self.generation, self.tail = None, Tail()
                 self.has_vector, self.pending, self.prepared, self.deleted = set(), {}, {}, set()
                 self.first_id, self.failures, self.retry_at = 0, 0, 0.0
+            self.stop_build()  # after the epoch moved on: the build it ends is seen as cleared, not as failed
             durable.remove_tree(self.directory)
         return dropped
 

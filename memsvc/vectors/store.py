@@ -84,6 +84,8 @@ class VectorStore:
         self._embedded_batches = 0
         durable.ensure_dir(root)
         durable.sweep_deleted(root)
+        self._directory = durable.DataPaths([root])
+        self._directory_gone_said = False
         # The products here are small: one BLAS thread answers in a fraction of
         # a millisecond, while BLAS threads fighting the server's for two cores
         # were measured at 10-90 ms p90.
@@ -289,8 +291,7 @@ class VectorStore:
             try:
                 more = self._embed_some(state)
             except Exception:
-                log.exception("vector worker failed", extra={"session_id": state.id})
-                state.backoff()
+                self._failed("vector worker failed", state)
                 more = True
             with self._wake:
                 if more:
@@ -331,9 +332,20 @@ class VectorStore:
             try:
                 self._build(state)
             except Exception:
-                log.exception("vector build failed", extra={"session_id": state.id})
-                state.backoff()
+                self._failed("vector build failed", state)
                 self._notify(state.id, self._builds)
+
+    def _failed(self, event: str, state: SessionVectors) -> None:
+        """An attempt that raised, retried after a backoff. With the vectors' directory deleted under the
+        server (health says so) every attempt fails alike: that is logged once, as the condition it is."""
+        state.backoff()
+        gone = self._directory.missing()
+        if gone is None:
+            log.exception(event, extra={"session_id": state.id})
+        elif not self._directory_gone_said:
+            self._directory_gone_said = True
+            log.error("vectors cannot be stored: their directory was deleted or replaced; retried quietly "
+                      "until memsvc restarts", extra={"path": str(gone)})
 
     def _build(self, state: SessionVectors) -> None:
         plan = state.plan_build(self.tuning.trees)

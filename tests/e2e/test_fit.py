@@ -5,6 +5,7 @@ on loopback serving the model table, driven through the Python client."""
 from __future__ import annotations
 
 import json
+import random
 import time
 from datetime import datetime
 
@@ -14,7 +15,7 @@ import pytest
 from memsvc.core.layout import CURSOR
 from memsvc_client import FitContextResponse, MemsvcError
 from tests.support import wait_for
-from tests.support.llm_server import error, summary_reply
+from tests.support.llm_server import Reply, error, summary_reply
 
 SENT_AT = int(datetime(2025, 3, 1, 14, 0).timestamp()) * 1_000_000_000
 MINUTE = 60 * 1_000_000_000
@@ -177,6 +178,93 @@ def test_over_budget_the_older_turns_fold_into_the_summary_and_its_cursor(make_s
         again = client.fit_context("s", "openai", "gpt-4o", list(reply.messages), context_window=1500)
         assert stages(again) == [("check_threshold", "unchanged")] and list(again.messages) == list(reply.messages)
         assert len(llm_server.calls("sum")) == 1
+
+
+def words(count: int, seed: int) -> str:
+    """Text of about 2 tokens and 8.4 characters a word (o200k_base): four such turns of 900 words fill one
+    summary call of summary_chunk_chars (32,000)."""
+    pick = random.Random(seed)
+    return " ".join(pick.choice(["deploy", "cache", "node", "log", "shard", "disk"]) + str(pick.randrange(1000))
+                    for _ in range(count))
+
+
+def long_run(client, session_id: str) -> tuple[list[dict], dict]:
+    """80 stored turns of about 1,800 tokens each and the latest question: about 145,000 tokens, far over
+    gpt-4o's budget of 102,400 (80% of its 128K window)."""
+    older = stored_turns(client, session_id, *[f"turn {n}: " + words(900, n) for n in range(80)])
+    question = {"role": "user", "content": "What should we do next?"}
+    client.append(session_id, [("user", question["content"])])
+    return older, question
+
+
+def folded_turns(llm_server) -> list[int]:
+    """The turn numbers each summary call carried, in order of the calls."""
+    return [int(line.split("turn ")[1].split(":")[0]) for call in llm_server.calls("sum")
+            for line in call.user.splitlines() if "turn " in line]
+
+
+def test_a_run_far_over_budget_is_folded_by_as_many_summary_calls_as_it_takes(make_server, llm_server):
+    server = make_server(*llm_flags(llm_server.base_url))
+    llm_server.script("sum", *[summary_reply([f"Do: rule {n}"]) for n in range(16)])
+    with server.client() as client:
+        older, question = long_run(client, "s")
+        reply = client.fit_context("s", "openai", "gpt-4o", [SYSTEM, *older, question])
+        cursor = client.get_summary("s").cursor_unix_nano
+
+    assert reply.tokens_before > 1.4 * reply.budget_tokens == 1.4 * 102400
+    assert reply.fits and reply.unfit_reason == "" and reply.tokens_after <= reply.target_tokens
+    assert stages(reply) == [("check_threshold", "unchanged"), ("extract_old_histories", "compacted")]
+    calls = len(llm_server.calls("sum"))
+    assert 1 < calls <= 16 and f"{calls} summary calls" in reply.stages[1].detail
+    messages = decoded(reply)
+    # The turn context sits where GetContext puts it: after the recent turns, ahead of the user input.
+    assert messages[0] == SYSTEM and messages[-2]["content"].startswith("Prior summary:")
+    assert messages[-1] == question
+    kept = messages[1:-2]
+    removed = reply.stages[1].messages_removed
+    assert kept == older[removed:] and removed == len(older) - len(kept) > 0  # the oldest turns went
+    assert folded_turns(llm_server) == list(range(removed))  # each once, oldest first, none left out
+    assert cursor == SENT_AT + (removed - 1) * MINUTE
+
+
+def test_past_the_summary_call_limit_the_reply_says_so_and_the_next_call_folds_more(make_server, llm_server):
+    server = make_server(*llm_flags(llm_server.base_url, "--fit-max-summary-calls", "2"))
+    llm_server.script("sum", *[summary_reply([f"Do: rule {n}"]) for n in range(16)])
+    with server.client() as client:
+        older, question = long_run(client, "s")
+        sent = [json.dumps(message) for message in [SYSTEM, *older, question]]
+        replies = []
+        for _ in range(8):
+            replies.append(client.fit_context("s", "openai", "gpt-4o", sent))
+            if replies[-1].fits:
+                break
+            sent = list(replies[-1].messages)
+    first = replies[0]
+    assert not first.fits and first.unfit_reason == "SUMMARY_CALL_LIMIT"
+    assert stages(first)[1] == ("extract_old_histories", "compacted")
+    assert first.stages[1].reason == "SUMMARY_CALL_LIMIT" and "fit_max_summary_calls (2)" in first.stages[1].detail
+    assert first.tokens_after < first.tokens_before
+    assert all(r.unfit_reason == "SUMMARY_CALL_LIMIT" for r in replies[:-1]) and len(replies) > 1
+    last = replies[-1]
+    assert last.fits and last.unfit_reason == ""
+    assert len(llm_server.calls("sum")) <= 2 * len(replies)
+    assert folded_turns(llm_server) == list(range(len(folded_turns(llm_server))))  # never a turn twice
+    assert decoded(last)[1:-2] == older[len(folded_turns(llm_server)):]
+
+
+def test_folding_stops_before_a_call_that_would_end_past_the_deadline(make_server, llm_server):
+    server = make_server(*llm_flags(llm_server.base_url))
+    llm_server.script("sum", *[Reply(summary_reply([f"Do: rule {n}"]), delay=2.0) for n in range(16)])
+    with server.client() as client:
+        older, question = long_run(client, "s")
+        sent = [SYSTEM, *older, question]
+        assert client.fit_context("s", "openai", "gpt-4o", sent, context_window=1_000_000).fits  # counted once
+        reply = client.fit_context("s", "openai", "gpt-4o", sent, timeout=5)
+    # Calls of 2 s each, about six needed: the ones that could end before the 5 s deadline were made, and the
+    # reply came in time with what they folded.
+    assert 1 <= len(llm_server.calls("sum")) <= 2
+    assert not reply.fits and reply.unfit_reason == "DEADLINE_TOO_SHORT" == reply.stages[1].reason
+    assert reply.stages[1].outcome == "compacted" and reply.tokens_after < reply.tokens_before
 
 
 def test_the_same_request_again_adds_nothing_so_clients_may_retry_it(make_server, llm_server, data_dir):

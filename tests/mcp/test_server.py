@@ -10,10 +10,14 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
+import httpx2
+import pytest
 from mcp import Client as McpClient
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
-from tests.support import ROOT, wait_for
+from tests.support import ROOT, free_port, wait_for
 
 TOOLS = {"chat_history", "lookup_error_lessons", "record_error_lesson"}
 
@@ -44,7 +48,7 @@ def seeded(server) -> None:
 
 
 def test_the_tools_are_listed_with_descriptions_for_a_model(server):
-    listed = session(over_stdio(server.tcp), lambda client: client.list_tools())
+    listed = session(over_stdio(server.tcp, "--session", "agent"), lambda client: client.list_tools())
     tools = {tool.name: tool for tool in listed.tools}
     assert set(tools) == TOOLS
     history = tools["chat_history"]
@@ -104,7 +108,7 @@ def test_refusals_are_tool_errors_the_model_can_read(server):
         return [await client.call_tool("chat_history", {"mode": "summary", "session_id": "nobody"}),
                 await client.call_tool("chat_history", {"query": "x"}),
                 await client.call_tool("chat_history", {"query": "x", "session_id": "s", "match": "fuzzy"})]
-    missing, no_session, bad_match = session(over_stdio(server.tcp), run)
+    missing, no_session, bad_match = session(over_stdio(server.tcp, "--allow-session-prefix", ""), run)
     assert missing.is_error and "NOT_FOUND SESSION_NOT_FOUND" in missing.content[0].text
     assert no_session.is_error and "--session" in no_session.content[0].text
     assert bad_match.is_error and "match" in bad_match.content[0].text
@@ -146,3 +150,159 @@ def test_streamable_http_on_a_flag(server):
         process.wait(30)
     assert names == TOOLS
     assert [hit["content"] for hit in found["hits"]] == ["Postgres 16."]
+
+
+# -- which sessions, and who may ask ----------------------------------------------------------------
+
+
+def refused(result: Any) -> str:
+    assert result.is_error, result.structured_content
+    return result.content[0].text
+
+
+def test_a_tool_call_naming_a_session_outside_the_scope_is_refused_and_reads_nothing(server):
+    with server.client() as memory:
+        for session_id in ("agent", "other", "team-b", "shared-x"):
+            memory.append(session_id, [("user", f"secret of {session_id}"), ("assistant", "noted")])
+
+    async def run(client: McpClient) -> dict[str, Any]:
+        async def history(**arguments: Any) -> Any:
+            return await client.call_tool("chat_history", arguments)
+        return {
+            "context": await history(mode="context", session_id="other"),
+            "summary": await history(mode="summary", session_id="other"),
+            "search": await history(query="secret", match="keyword", session_id="other"),
+            "prefix lookalike": await history(mode="context", session_id="shared"),
+            "record": await client.call_tool("record_error_lesson", {
+                "tool_name": "t", "symptom": "s", "action": "a", "session_id": "other"}),
+            "own": await history(mode="context"),
+            "named": await history(mode="context", session_id="team-b"),
+            "prefixed": await history(query="secret", match="keyword", session_id="shared-x"),
+        }
+    got = session(over_stdio(server.tcp, "--session", "agent", "--allow-session", "team-b",
+                             "--allow-session-prefix", "shared-"), run)
+    for name in ("context", "summary", "search", "prefix lookalike", "record"):
+        text = refused(got[name])
+        assert ("PERMISSION_DENIED SESSION_NOT_ALLOWED: this MCP server's tools may touch only 'agent', 'team-b' "
+                "and sessions whose id starts with 'shared-'") in text
+        assert "secret of" not in text
+    assert [m["content"] for m in structured(got["own"])["window"]] == ["secret of agent", "noted"]
+    assert [m["content"] for m in structured(got["named"])["window"]] == ["secret of team-b", "noted"]
+    assert [hit["content"] for hit in structured(got["prefixed"])["hits"]] == ["secret of shared-x"]
+    with server.client() as memory:
+        assert memory.list_errors().records == []  # the refused record stored nothing
+
+
+@pytest.mark.parametrize("flags", [(), ("--http", "127.0.0.1:0")])
+def test_an_mcp_server_told_no_sessions_does_not_start(server, flags):
+    done = subprocess.run([sys.executable, "-m", "memsvc", "mcp", "--target", server.tcp, *flags], cwd=ROOT,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--session" in done.stderr and "--allow-session-prefix ''" in done.stderr
+
+
+@pytest.fixture
+def mcp_http(tmp_path):
+    """`memsvc mcp --http` on a free port of `host`, with these flags; stopped after the test."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(server, *flags: str, host: str = "127.0.0.1") -> str:
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "-m", "memsvc", "mcp", "--target", server.tcp,
+                                    "--http", f"{host}:{port}", *flags], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        started.append(process)
+
+        def listening() -> bool:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            with socket.socket() as connection:
+                return connection.connect_ex(("127.0.0.1", port)) == 0
+        wait_for(listening, timeout=30)
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(30)
+
+
+def over_http(url: str, run: Callable[[McpClient], Awaitable[Any]], token: str | None = None) -> Any:
+    async def main() -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+                McpClient(streamable_http_client(url, http_client=http)) as client:
+            return await run(client)
+    return asyncio.run(main())
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+
+
+def initialize(url: str, token: str | None = None) -> httpx.Response:
+    headers = {"Accept": "application/json, text/event-stream", **({"Authorization": f"Bearer {token}"}
+                                                                    if token else {})}
+    return httpx.post(url, json=INITIALIZE, headers=headers, timeout=10)
+
+
+def test_over_http_in_front_of_a_token_protected_memsvc_every_client_presents_a_token(make_server, mcp_http,
+                                                                                       tmp_path):
+    """The audit: `memsvc mcp --http` let any local process read any session of a token-protected memsvc."""
+    memsvc_token, own_token = tmp_path / "memsvc-token", tmp_path / "mcp-token"
+    memsvc_token.write_text("memsvc-s3cret\n")
+    own_token.write_text("mcp-s3cret\n")
+    server = make_server("--token-file", str(memsvc_token))
+    with server.client(token="memsvc-s3cret") as memory:
+        memory.append("agent", [("user", "We deploy on Tuesdays."), ("assistant", "Noted.")])
+
+    async def window(client: McpClient) -> list[str]:
+        return [m["content"] for m in structured(await client.call_tool("chat_history", {"mode": "context"}))["window"]]
+
+    # Its clients present memsvc's token, which it holds to call memsvc.
+    url = mcp_http(server, "--token-file", str(memsvc_token), "--session", "agent")
+    for token in (None, "guess", "mcp-s3cret"):
+        refusal = initialize(url, token)
+        assert refusal.status_code == 401 and refusal.headers["www-authenticate"].startswith("Bearer")
+        assert "Tuesdays" not in refusal.text
+    assert over_http(url, window, token="memsvc-s3cret") == ["We deploy on Tuesdays.", "Noted."]
+
+    # A token of its own: its clients never see memsvc's.
+    url = mcp_http(server, "--token-file", str(memsvc_token), "--http-token-file", str(own_token),
+                   "--session", "agent")
+    assert initialize(url, "memsvc-s3cret").status_code == 401
+    assert initialize(url).status_code == 401
+    assert over_http(url, window, token="mcp-s3cret") == ["We deploy on Tuesdays.", "Noted."]
+
+
+def test_mcp_over_http_beyond_loopback_needs_a_credential(server, mcp_http, tmp_path):
+    port = free_port()
+    done = subprocess.run([sys.executable, "-m", "memsvc", "mcp", "--target", server.tcp, "--session", "agent",
+                           "--http", f"0.0.0.0:{port}"], cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert "refusing to serve MCP over HTTP on 0.0.0.0 without a credential" in done.stderr
+    own_token = tmp_path / "mcp-token"
+    own_token.write_text("mcp-s3cret")
+    url = mcp_http(server, "--session", "agent", "--http-token-file", str(own_token), host="0.0.0.0")
+    assert initialize(url).status_code == 401
+    assert initialize(url, "mcp-s3cret").status_code == 200
+
+
+def test_mcp_over_http_bounds_its_connections_and_their_header_time(server, mcp_http):
+    seeded(server)
+    url = mcp_http(server, "--session", "agent", "--max-connections", "4", "--header-timeout-seconds", "1")
+    host, port = url.split("/")[2].split(":")
+    silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(4)]
+    # Its four places are taken: a new connection waits in the kernel's queue until the header deadline
+    # closes the silent ones; then it is served.
+    names, found = over_http(url, lambda client: tools_and_search(client))
+    assert names == TOOLS and [hit["content"] for hit in found["hits"]] == ["Postgres 16."]
+    for connection in silent:
+        connection.settimeout(10)
+        assert connection.recv(1) == b""  # closed by the server, having sent nothing
+        connection.close()
+
+
+async def tools_and_search(client: McpClient) -> tuple[set[str], dict[str, Any]]:
+    return {tool.name for tool in (await client.list_tools()).tools}, structured(
+        await client.call_tool("chat_history", {"query": "postgres", "match": "keyword"}))

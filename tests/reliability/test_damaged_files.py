@@ -4,6 +4,7 @@ and what can still be served is served."""
 
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 import time
@@ -251,6 +252,26 @@ def test_a_data_directory_deleted_under_the_server_stops_every_write_and_says_so
     server.start()  # on an empty directory now: nothing claimed stored is missing, since nothing was
     with server.client() as client:
         assert not client.search_errors("cloudflare").records
+
+
+def test_a_deleted_data_directory_is_logged_once_as_a_condition_not_on_every_retry(make_server):
+    server = make_server()
+    with server.client() as client:
+        for session_id in ("a", "b", "temp-c"):  # embeddings still pending, and a temp- session to clean up
+            client.append(session_id, [("user", f"message {index} " * 20) for index in range(200)])
+    gone = server.data_dir.with_name("gone")
+    server.data_dir.rename(gone)
+    shutil.rmtree(gone)
+    wait_for(lambda: server.health_status() == NOT_SERVING, timeout=10)
+    # Past the next minute, when the temp-cleanup job runs, and past several of the vector worker's retries
+    # (after 1, 2, 5 and 15 s): each of them used to log a traceback per attempt.
+    now = time.time()
+    time.sleep(max(20.0, 60 - now % 60 + 3))
+    errors = collections.Counter(entry["event"] for line in list(server.log_lines)
+                                 if (entry := json.loads(line))["level"] in ("error", "critical"))
+    assert errors and set(errors.values()) == {1}, errors
+    assert "job failed" not in errors and "vector worker failed" not in errors
+    assert errors["not serving"] == 1
 
 
 @pytest.mark.parametrize("content", ["\0\0\0", "\u200b\u200d\ufeff", " \u2060\t\n"])

@@ -322,3 +322,27 @@ def test_a_start_that_hangs_is_reported_within_the_start_timeout(tmp_path: Path)
         assert server.process is not None and server.process.poll() is None, "left running, as it hung"
     finally:
         server.kill()
+
+
+def test_a_reset_during_a_vector_build_on_a_slow_disk_logs_no_failure(make_server):
+    """The Reset kills the session's build while the embedding worker holds the files (a slow sync): the
+    builder must see the session cleared, not a failed build to retry and report."""
+    server = make_server("--vector-rebuild-rows", "64", "--vector-trees", "3000", "--max-history-messages", "2000",
+                         env={"MEMSVC_FAILPOINTS": "durable.fsync=delay:100ms"})
+
+    def building() -> bool:
+        children = subprocess.run(["pgrep", "-P", str(server.process.pid), "-f", "memsvc.vectors.build"],
+                                  capture_output=True, text=True).stdout
+        return bool(children.strip())
+
+    with server.client(timeout=60) as client:
+        for round_ in range(3):
+            client.append("s", [("user", f"round {round_} message {index} " * 8) for index in range(1000)])
+            wait_for(building, timeout=30)
+            client.reset("s")
+        client.append("s", [("user", "after the resets, about zebras")])
+        wait_for(lambda: client.search("s", "zebras", match="semantic", include_window=True).hits, timeout=30)
+        hits = client.search("s", "round message", match="semantic", include_window=True, limit=32).hits
+    assert [hit.message.content for hit in hits] == ["after the resets, about zebras"]
+    assert not server.logged("vector build failed")
+    assert not [line for line in server.log_lines if '"level":"error"' in line]

@@ -210,3 +210,20 @@ def refusal_of(call) -> tuple[grpc.StatusCode, str]:
         return error.code, error.reason
     return grpc.StatusCode.OK, ""
 
+
+
+@pytest.mark.parametrize(("count", "message"), [
+    (1_000, {"role": "user", "content": "x"}),  # ~7 bytes each in the request, ~17 in the acknowledgement
+    (400, {"role": "assistant", "content": "y", "sender": "s" * 20}),
+    (600, {"role": "user", "content": "傳送者: bob\nz"}),  # the sender comes out of a legacy header
+])
+def test_a_stored_append_is_acknowledged_under_a_small_request_limit(make_server, count, message):
+    server = make_server("--max-request-bytes", "16384", "--max-history-messages", "2000")
+    with server.client(timeout=30) as client:
+        request = pb.AppendRequest(session_id="tiny", messages=[pb.Message(**{
+            **message, "role": pb.ROLE_USER if message["role"] == "user" else pb.ROLE_ASSISTANT})] * count)
+        assert request.ByteSize() <= 16384
+        reply = client.append("tiny", [message] * count)
+        assert [m.id for m in reply.messages] == list(range(1, count + 1))
+        assert len({m.sender for m in reply.messages}) == 1
+        assert client.list_sessions().sessions[0].message_count == count

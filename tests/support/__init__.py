@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import resource
 import signal
 import socket
 import subprocess
@@ -42,11 +43,14 @@ T = TypeVar("T")
 class ServerProcess:
     """`python -m memsvc serve` in a subprocess; knows its bound addresses."""
 
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None, tcp_port: int = 0):
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None, tcp_port: int = 0,
+                 nofile: int | None = None):
         self.data_dir = data_dir
         self.args = list(args)
         self.tcp_port = tcp_port
         "0 picks a free port at each start; a fixed one keeps the address across restarts (behind a proxy)."
+        self.nofile = nofile
+        "The process's descriptor limit (soft and hard, as `ulimit -n` sets), when not inherited."
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[str] | None = None
         self.tcp = self.unix = ""
@@ -65,8 +69,10 @@ class ServerProcess:
     def start(self, timeout: float = 30.0) -> ServerProcess:
         """Start it and wait for its "serving" line; RuntimeError with its log if it exits first or is not
         serving within `timeout` (a hung start is left running, for a person to look at)."""
-        self.process = subprocess.Popen(self.command(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                        text=True, env=self.env, cwd=ROOT)
+        limit = self.nofile
+        self.process = subprocess.Popen(
+            self.command(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=self.env, cwd=ROOT,
+            preexec_fn=None if limit is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._drain, args=(self.process, lines), daemon=True).start()
         deadline = time.monotonic() + timeout
@@ -207,8 +213,9 @@ def data_dir(tmp_path: Path) -> Path:
 def make_server(data_dir: Path):
     started: list[ServerProcess] = []
 
-    def make(*args: str, env: dict[str, str] | None = None, directory: Path | None = None) -> ServerProcess:
-        server = ServerProcess(directory or data_dir, *args, env=env)
+    def make(*args: str, env: dict[str, str] | None = None, directory: Path | None = None,
+             nofile: int | None = None) -> ServerProcess:
+        server = ServerProcess(directory or data_dir, *args, env=env, nofile=nofile)
         started.append(server)
         return server.start()
 

@@ -69,7 +69,7 @@ describe("fitContext against a real server without an LLM", () => {
     assert.deepEqual(stages(reply), [["CHECK_THRESHOLD", "UNCHANGED"], ["EXTRACT_OLD_HISTORIES", "SKIPPED"],
       ["TOOL_HISTORY", "SKIPPED"]]);
     assert.deepEqual(reply.stages.slice(1).map((s) => s.reason), ["LLM_NOT_CONFIGURED", "LLM_NOT_CONFIGURED"]);
-    assert.deepEqual([reply.fits, reply.changed], [false, false]);
+    assert.deepEqual([reply.fits, reply.changed, reply.unfitReason], [false, false, "LLM_NOT_CONFIGURED"]);
     assert.deepEqual(decoded(reply), sent);
   });
 

@@ -303,7 +303,10 @@ class FitStageReport:
 class FitContextResponse:
     """A run fitted to its model's window: `messages` are the JSON strings to send (those no stage
     changed come back byte for byte); `window_source` is "shipped", "fetched", "endpoint",
-    "fallback" or "request"; `counting` "exact" or "estimate"."""
+    "fallback" or "request"; `counting` "exact" or "estimate". `fits` says whether the run is
+    within `target_tokens`; when it is not, `unfit_reason` says why (SUMMARY_CALL_LIMIT:
+    call again with these messages to fold more; DEADLINE_TOO_SHORT, LLM_NOT_CONFIGURED,
+    SESSION_NOT_FOUND, a model call's failure, NOTHING_LEFT_TO_COMPACT)."""
 
     messages: list[str] = field(default_factory=list)
     context_window: int = 0
@@ -318,3 +321,4 @@ class FitContextResponse:
     stages: list[FitStageReport] = field(default_factory=list)
     fits: bool = False
     changed: bool = False
+    unfit_reason: str = ""

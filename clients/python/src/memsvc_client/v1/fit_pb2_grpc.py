@@ -62,7 +62,9 @@ class FitServiceServicer:
         """FitContext fits a run's messages to the model's window before a model
         call. Messages that fit come back unchanged at the cost of one count;
         otherwise the stages run in order, only as far as needed:
-        ExtractOldHistories, ToolHistory, then (with overflow) TrimFallback;
+        ExtractOldHistories (one summary call after another, oldest turns
+        first, up to fit_max_summary_calls and within the call's deadline),
+        ToolHistory, then (with overflow) TrimFallback;
         RawToolFallback last when the run switched models. The system
         messages, the latest user message and the turn context carrying the
         rolling summary are never dropped. FAILED_PRECONDITION

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/fit.proto.
  */
 export const file_memsvc_v1_fit: GenFile = /*@__PURE__*/
-  fileDesc("ChNtZW1zdmMvdjEvZml0LnByb3RvEgltZW1zdmMudjEiswEKEUZpdENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGdmVuZG9yGAIgASgJEg0KBW1vZGVsGAMgASgJEhAKCG1lc3NhZ2VzGAQgAygJEhAKCG92ZXJmbG93GAUgASgIEhYKDnByZXZpb3VzX21vZGVsGAYgASgJEhYKDmNvbnRleHRfd2luZG93GAcgASgNEhcKD3Jlc2VydmVkX3Rva2VucxgIIAEoDSLoAgoSRml0Q29udGV4dFJlc3BvbnNlEhAKCG1lc3NhZ2VzGAEgAygJEhYKDmNvbnRleHRfd2luZG93GAIgASgNEi4KDXdpbmRvd19zb3VyY2UYAyABKA4yFy5tZW1zdmMudjEuV2luZG93U291cmNlEhQKDHdpbmRvd19lbnRyeRgEIAEoCRIVCg1idWRnZXRfdG9rZW5zGAUgASgNEhUKDXRhcmdldF90b2tlbnMYBiABKA0SFQoNdG9rZW5zX2JlZm9yZRgHIAEoDRIUCgx0b2tlbnNfYWZ0ZXIYCCABKA0SKgoIY291bnRpbmcYCSABKA4yGC5tZW1zdmMudjEuVG9rZW5Db3VudGluZxIRCgl0b2tlbml6ZXIYCiABKAkSKQoGc3RhZ2VzGAsgAygLMhkubWVtc3ZjLnYxLkZpdFN0YWdlUmVwb3J0EgwKBGZpdHMYDCABKAgSDwoHY2hhbmdlZBgNIAEoCCKsAQoORml0U3RhZ2VSZXBvcnQSIgoFc3RhZ2UYASABKA4yEy5tZW1zdmMudjEuRml0U3RhZ2USJgoHb3V0Y29tZRgCIAEoDjIVLm1lbXN2Yy52MS5GaXRPdXRjb21lEg4KBnJlYXNvbhgDIAEoCRIOCgZkZXRhaWwYBCABKAkSGAoQbWVzc2FnZXNfcmVtb3ZlZBgFIAEoDRIUCgx0b2tlbnNfYWZ0ZXIYBiABKA0qtgEKDFdpbmRvd1NvdXJjZRIdChlXSU5ET1dfU09VUkNFX1VOU1BFQ0lGSUVEEAASGQoVV0lORE9XX1NPVVJDRV9TSElQUEVEEAESGQoVV0lORE9XX1NPVVJDRV9GRVRDSEVEEAISGgoWV0lORE9XX1NPVVJDRV9FTkRQT0lOVBADEhoKFldJTkRPV19TT1VSQ0VfRkFMTEJBQ0sQBBIZChVXSU5ET1dfU09VUkNFX1JFUVVFU1QQBSpmCg1Ub2tlbkNvdW50aW5nEh4KGlRPS0VOX0NPVU5USU5HX1VOU1BFQ0lGSUVEEAASGAoUVE9LRU5fQ09VTlRJTkdfRVhBQ1QQARIbChdUT0tFTl9DT1VOVElOR19FU1RJTUFURRACKsMBCghGaXRTdGFnZRIZChVGSVRfU1RBR0VfVU5TUEVDSUZJRUQQABIdChlGSVRfU1RBR0VfQ0hFQ0tfVEhSRVNIT0xEEAESIwofRklUX1NUQUdFX0VYVFJBQ1RfT0xEX0hJU1RPUklFUxACEhoKFkZJVF9TVEFHRV9UT09MX0hJU1RPUlkQAxIbChdGSVRfU1RBR0VfVFJJTV9GQUxMQkFDSxAEEh8KG0ZJVF9TVEFHRV9SQVdfVE9PTF9GQUxMQkFDSxAFKpABCgpGaXRPdXRjb21lEhsKF0ZJVF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVRklUX09VVENPTUVfQ09NUEFDVEVEEAESGQoVRklUX09VVENPTUVfVU5DSEFOR0VEEAISFwoTRklUX09VVENPTUVfU0tJUFBFRBADEhYKEkZJVF9PVVRDT01FX0ZBSUxFRBAEMlwKCkZpdFNlcnZpY2USTgoKRml0Q29udGV4dBIcLm1lbXN2Yy52MS5GaXRDb250ZXh0UmVxdWVzdBodLm1lbXN2Yy52MS5GaXRDb250ZXh0UmVzcG9uc2UiA5ACAkIpWidtZW1zdmMuZGV2L2NsaWVudHMvZ28vbWVtc3ZjdjE7bWVtc3ZjdjFiBnByb3RvMw");
+  fileDesc("ChNtZW1zdmMvdjEvZml0LnByb3RvEgltZW1zdmMudjEiswEKEUZpdENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGdmVuZG9yGAIgASgJEg0KBW1vZGVsGAMgASgJEhAKCG1lc3NhZ2VzGAQgAygJEhAKCG92ZXJmbG93GAUgASgIEhYKDnByZXZpb3VzX21vZGVsGAYgASgJEhYKDmNvbnRleHRfd2luZG93GAcgASgNEhcKD3Jlc2VydmVkX3Rva2VucxgIIAEoDSL+AgoSRml0Q29udGV4dFJlc3BvbnNlEhAKCG1lc3NhZ2VzGAEgAygJEhYKDmNvbnRleHRfd2luZG93GAIgASgNEi4KDXdpbmRvd19zb3VyY2UYAyABKA4yFy5tZW1zdmMudjEuV2luZG93U291cmNlEhQKDHdpbmRvd19lbnRyeRgEIAEoCRIVCg1idWRnZXRfdG9rZW5zGAUgASgNEhUKDXRhcmdldF90b2tlbnMYBiABKA0SFQoNdG9rZW5zX2JlZm9yZRgHIAEoDRIUCgx0b2tlbnNfYWZ0ZXIYCCABKA0SKgoIY291bnRpbmcYCSABKA4yGC5tZW1zdmMudjEuVG9rZW5Db3VudGluZxIRCgl0b2tlbml6ZXIYCiABKAkSKQoGc3RhZ2VzGAsgAygLMhkubWVtc3ZjLnYxLkZpdFN0YWdlUmVwb3J0EgwKBGZpdHMYDCABKAgSDwoHY2hhbmdlZBgNIAEoCBIUCgx1bmZpdF9yZWFzb24YDiABKAkirAEKDkZpdFN0YWdlUmVwb3J0EiIKBXN0YWdlGAEgASgOMhMubWVtc3ZjLnYxLkZpdFN0YWdlEiYKB291dGNvbWUYAiABKA4yFS5tZW1zdmMudjEuRml0T3V0Y29tZRIOCgZyZWFzb24YAyABKAkSDgoGZGV0YWlsGAQgASgJEhgKEG1lc3NhZ2VzX3JlbW92ZWQYBSABKA0SFAoMdG9rZW5zX2FmdGVyGAYgASgNKrYBCgxXaW5kb3dTb3VyY2USHQoZV0lORE9XX1NPVVJDRV9VTlNQRUNJRklFRBAAEhkKFVdJTkRPV19TT1VSQ0VfU0hJUFBFRBABEhkKFVdJTkRPV19TT1VSQ0VfRkVUQ0hFRBACEhoKFldJTkRPV19TT1VSQ0VfRU5EUE9JTlQQAxIaChZXSU5ET1dfU09VUkNFX0ZBTExCQUNLEAQSGQoVV0lORE9XX1NPVVJDRV9SRVFVRVNUEAUqZgoNVG9rZW5Db3VudGluZxIeChpUT0tFTl9DT1VOVElOR19VTlNQRUNJRklFRBAAEhgKFFRPS0VOX0NPVU5USU5HX0VYQUNUEAESGwoXVE9LRU5fQ09VTlRJTkdfRVNUSU1BVEUQAirDAQoIRml0U3RhZ2USGQoVRklUX1NUQUdFX1VOU1BFQ0lGSUVEEAASHQoZRklUX1NUQUdFX0NIRUNLX1RIUkVTSE9MRBABEiMKH0ZJVF9TVEFHRV9FWFRSQUNUX09MRF9ISVNUT1JJRVMQAhIaChZGSVRfU1RBR0VfVE9PTF9ISVNUT1JZEAMSGwoXRklUX1NUQUdFX1RSSU1fRkFMTEJBQ0sQBBIfChtGSVRfU1RBR0VfUkFXX1RPT0xfRkFMTEJBQ0sQBSqQAQoKRml0T3V0Y29tZRIbChdGSVRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFUZJVF9PVVRDT01FX0NPTVBBQ1RFRBABEhkKFUZJVF9PVVRDT01FX1VOQ0hBTkdFRBACEhcKE0ZJVF9PVVRDT01FX1NLSVBQRUQQAxIWChJGSVRfT1VUQ09NRV9GQUlMRUQQBDJcCgpGaXRTZXJ2aWNlEk4KCkZpdENvbnRleHQSHC5tZW1zdmMudjEuRml0Q29udGV4dFJlcXVlc3QaHS5tZW1zdmMudjEuRml0Q29udGV4dFJlc3BvbnNlIgOQAgJCKVonbWVtc3ZjLmRldi9jbGllbnRzL2dvL21lbXN2Y3YxO21lbXN2Y3YxYgZwcm90bzM");
 
 /**
  * FitContextRequest is a run's messages, before a call to `model`.
@@ -193,6 +193,22 @@ export type FitContextResponse = Message<"memsvc.v1.FitContextResponse"> & {
    * @generated from field: bool changed = 13;
    */
   changed: boolean;
+
+  /**
+   * Empty when fits is true; otherwise why the run is still over
+   * target_tokens, one stable UPPER_SNAKE reason to switch on:
+   * SUMMARY_CALL_LIMIT (the older turns took more summary calls than
+   * fit_max_summary_calls allows: calling FitContext again with the reply's
+   * messages folds more), DEADLINE_TOO_SHORT (another summary call would
+   * have ended past the call's deadline: call again, or allow more time),
+   * LLM_NOT_CONFIGURED, SESSION_NOT_FOUND (no stored session to fold the
+   * older turns into), a model call's failure (LLM_UNAVAILABLE, ...), or
+   * NOTHING_LEFT_TO_COMPACT (every stage did what it could: what is left
+   * is the messages never dropped and the newest tool exchanges).
+   *
+   * @generated from field: string unfit_reason = 14;
+   */
+  unfitReason: string;
 };
 
 /**
@@ -224,7 +240,9 @@ export type FitStageReport = Message<"memsvc.v1.FitStageReport"> & {
 
   /**
    * For SKIPPED and FAILED, a stable UPPER_SNAKE reason, e.g.
-   * LLM_NOT_CONFIGURED, SESSION_NOT_FOUND, LLM_UNAVAILABLE.
+   * LLM_NOT_CONFIGURED, SESSION_NOT_FOUND, LLM_UNAVAILABLE; for COMPACTED,
+   * why the stage stopped while the run was still over target_tokens, if
+   * it did (SUMMARY_CALL_LIMIT, DEADLINE_TOO_SHORT, a failed later call).
    *
    * @generated from field: string reason = 3;
    */
@@ -473,7 +491,9 @@ export const FitService: GenService<{
    * FitContext fits a run's messages to the model's window before a model
    * call. Messages that fit come back unchanged at the cost of one count;
    * otherwise the stages run in order, only as far as needed:
-   * ExtractOldHistories, ToolHistory, then (with overflow) TrimFallback;
+   * ExtractOldHistories (one summary call after another, oldest turns
+   * first, up to fit_max_summary_calls and within the call's deadline),
+   * ToolHistory, then (with overflow) TrimFallback;
    * RawToolFallback last when the run switched models. The system
    * messages, the latest user message and the turn context carrying the
    * rolling summary are never dropped. FAILED_PRECONDITION
