@@ -119,7 +119,8 @@ class Connection:
                 raise ValueError("memsvc serves unix sockets in plaintext: drop the TLS arguments for a unix target")
             self.credentials = grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
         # The server sends replies up to its max_request_bytes too; grpcio would refuse any past 4 MiB.
-        self.options = [("grpc.max_receive_message_length", max_request_bytes), *options]
+        # The caller's options come first: grpcio takes the first of a repeated option.
+        self.options = [*options, ("grpc.max_receive_message_length", max_request_bytes)]
         self.settings: dict[str, Any] = {
             "timeout": timeout, "token": token, "tls": tls, "root_certificates": root_certificates,
             "private_key": private_key, "certificate_chain": certificate_chain, "options": list(options),
