@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
 
 import grpc
 import pytest
@@ -61,3 +63,40 @@ def test_retries_follow_the_contract(server, proxy):
     fits = proxy.seen("FitContext")
     assert len(fits) == 3 and all(call.metadata["memsvc-session"] == "r1" and call.deadline_seconds > 240
                                   for call in fits)
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_one_client_serves_every_event_loop_and_thread_with_one_channel_per_loop(server):
+    memory = AsyncClient(server.tcp)  # made outside any event loop, as an adapter's owner often does
+
+    async def turn(session: str, text: str) -> int:
+        await memory.append(session, [("user", text)])
+        return len((await memory.get_context(session)).window)
+
+    assert asyncio.run(turn("loops", "first loop")) == 1
+    assert asyncio.run(turn("loops", "second loop")) == 2, "asyncio.run twice: a new loop, the same client"
+    baseline = open_descriptors()
+    for n in range(50):
+        asyncio.run(turn("loops-many", f"loop {n}"))
+    assert open_descriptors() <= baseline + 4, "a closed loop's channel is dropped, not kept open"
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:  # six loops at once, in six threads
+        counts = list(pool.map(lambda n: asyncio.run(turn(f"thread-{n}", "from a worker thread")), range(12)))
+    assert counts == [1] * 12
+
+    async def reused() -> bool:
+        channel = memory.channel
+        await asyncio.gather(*(memory.get_context("loops") for _ in range(20)))
+        return memory.channel is channel
+
+    assert asyncio.run(reused()), "every call on one loop goes over that loop's one channel"
+
+    async def closed() -> None:
+        await memory.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            await memory.get_context("loops")
+
+    asyncio.run(closed())

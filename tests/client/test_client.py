@@ -22,6 +22,7 @@ from memsvc_client import (
     MemsvcError,
     Message,
     NotFoundError,
+    ResourceExhaustedError,
     RetryPolicy,
     UnauthenticatedError,
     UnavailableError,
@@ -252,3 +253,21 @@ def test_bad_arguments_fail_before_the_wire(client):
 def test_raw_protobuf_messages_are_accepted_too(client):
     client.append("s1", [pb.Message(role=pb.ROLE_USER, content="from the stubs", sender="legacy")])
     assert client.get_context("s1").window[0].sender == "legacy"
+
+
+def test_requests_past_the_servers_limit_are_refused_before_sending_and_large_replies_arrive(server, proxy):
+    big = [{"role": "user", "content": f"{n}" + "z" * 900_000} for n in range(5)]
+    with Client(server.tcp, timeout=60) as memory:
+        memory.append("large", big)
+        window = memory.get_context("large").window  # 4.5 MB: past grpcio's default 4 MiB for a reply
+        assert [m.content for m in window] == [m["content"] for m in big]
+    with Client(proxy.target, timeout=60) as memory:
+        with pytest.raises(ResourceExhaustedError) as refused:
+            memory.append("large", big * 2)
+        assert refused.value.reason == "REQUEST_TOO_LARGE" and refused.value.metadata == {"limit": str(8 << 20)}
+        assert proxy.seen("Append") == [], "the refused request never left the client"
+    with Client(server.tcp, timeout=60, max_request_bytes=16 << 20) as memory:  # a client told of a bigger limit
+        with pytest.raises(ResourceExhaustedError) as refused_by_server:
+            memory.append("large", big * 2)
+        assert refused_by_server.value.reason == "", "grpcio's own refusal, past the server's 8 MiB, has none"
+        assert len(memory.get_context("large").window) == 5, "nothing of it was stored"

@@ -78,13 +78,13 @@ def test_the_python_client_installs_alone_and_its_quick_start_runs(server, tmp_p
     assert output[0] == "['We deploy on Fridays?', 'No: never on Fridays.']"
     assert sorted(output[1:]) == ["recent assistant No: never on Fridays.", "recent user We deploy on Fridays?"]
     # The framework adapters come with the wheel, their frameworks only with the extras.
-    for module, extra in (("langchain", "langchain"), ("openai_agents", "openai-agents")):
+    for module, extra in (("langchain", "langchain"), ("openai_agents", "openai-agents"), ("llamaindex", "llamaindex")):
         failed = subprocess.run([python, "-c", f"import memsvc_client.{module}"], cwd=tmp_path, capture_output=True,
                                 text=True, timeout=60, check=False)
         assert failed.returncode == 1 and f"pip install 'memsvc-client[{extra}]'" in failed.stderr, failed.stderr
     metadata = run([python, "-c", "from importlib.metadata import metadata; "
                                   "print(metadata('memsvc-client').get_all('Provides-Extra'))"], cwd=tmp_path)
-    assert metadata.strip() == "['langchain', 'openai-agents']"
+    assert metadata.strip() == "['langchain', 'openai-agents', 'llamaindex']"
 
 
 def test_the_node_client_packs_installs_and_its_quick_start_runs(server, tmp_path):

@@ -1,8 +1,10 @@
 """`AsyncClient`: the asyncio memsvc client (grpc.aio), the same methods as `Client`, awaited.
 
-Owns running a call on the event loop: attempts within one deadline, `asyncio.sleep` between
-them for the RPCs the contract marks safe, failures raised as `MemsvcError` subclasses. Must
-never hold memory logic: every method is one RPC, documented on `Client`.
+Owns running a call on whichever event loop awaits it: one grpc.aio channel per loop (a
+channel belongs to the loop it was made on), made at that loop's first call and reused by every
+later one, from any thread; attempts within one deadline, `asyncio.sleep` between them for the
+RPCs the contract marks safe, failures raised as `MemsvcError` subclasses. Must never hold
+memory logic: every method is one RPC, documented on `Client`.
 
     async with AsyncClient("127.0.0.1:50051") as memory:
         await memory.append("s1", [("user", "hello")])
@@ -12,6 +14,7 @@ never hold memory logic: every method is one RPC, documented on `Client`.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Self
 
@@ -26,9 +29,22 @@ from memsvc_client.rpcs import RPCS
 
 
 class AsyncClient(Connection):
-    """A connection to one memsvc server for one event loop; the arguments are `Connection`'s."""
+    """A connection to one memsvc server for every event loop that awaits it, in any thread; the
+    arguments are `Connection`'s.
+
+    Each loop gets its own channel at its first call (`asyncio.run` twice, `Runner.run_sync` in a
+    worker thread, a thread pool of loops), kept while the loop lives: a call never opens a
+    connection of its own. A channel whose loop has closed is dropped at the next loop's first
+    call (grpcio closes a channel once unreferenced). `close` closes them all: this loop's
+    awaited, a running loop's handed to that loop, a stopped loop's dropped.
+    """
 
     channels = aio
+
+    def connect(self) -> None:
+        self._loops: dict[asyncio.AbstractEventLoop, tuple[aio.Channel, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
 
     async def __aenter__(self) -> Self:
         return self
@@ -36,8 +52,61 @@ class AsyncClient(Connection):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    @property
+    def channel(self) -> aio.Channel:
+        """The running loop's grpc.aio channel (made now if this loop has none yet)."""
+        return self._opened()[0]
+
+    @property
+    def stubs(self) -> dict[str, Any]:
+        """One callable per RPC on the running loop's channel."""
+        return self._opened()[1]
+
+    def _opened(self) -> tuple[aio.Channel, dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        opened = self._loops.get(loop)
+        if opened is None:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("this AsyncClient is closed")
+                for gone in [other for other in self._loops if other.is_closed()]:
+                    del self._loops[gone]
+                opened = self._loops.get(loop)
+                if opened is None:
+                    channel = self.open_channel()
+                    opened = self._loops[loop] = (channel, self.callables(channel))
+        return opened
+
     async def close(self) -> None:
-        await self.channel.close()
+        """Close every loop's channel (and the twin made by `twin`); calls after this raise RuntimeError."""
+        here = asyncio.get_running_loop()
+        opened = self._take()
+        if here in opened:
+            await opened.pop(here)[0].close()
+        self._close_elsewhere(opened)
+        self.release_twins()
+
+    def release(self) -> None:
+        """`close` without waiting: each channel's close is handed to its own loop."""
+        self._close_elsewhere(self._take())
+        self.release_twins()
+
+    def _take(self) -> dict[asyncio.AbstractEventLoop, tuple[aio.Channel, dict[str, Any]]]:
+        with self._lock:
+            self._closed = True
+            opened, self._loops = self._loops, {}
+        return opened
+
+    @staticmethod
+    def _close_elsewhere(opened: dict[asyncio.AbstractEventLoop, tuple[aio.Channel, dict[str, Any]]]) -> None:
+        for loop, (channel, _) in opened.items():
+            if not loop.is_running():  # nothing would run the close: grpcio closes it once unreferenced
+                continue
+            closing = channel.close()
+            try:
+                asyncio.run_coroutine_threadsafe(closing, loop)
+            except RuntimeError:  # the loop closed meanwhile
+                closing.close()
 
     async def _call(self, name: str, fields: Mapping[str, Any], timeout: float | None,
                     retry: bool | None = None) -> Any:

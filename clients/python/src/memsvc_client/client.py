@@ -31,6 +31,10 @@ class Client(Connection):
 
     channels = grpc
 
+    def connect(self) -> None:
+        self.channel = self.open_channel()
+        self.stubs = self.callables(self.channel)
+
     def __enter__(self) -> Self:
         return self
 
@@ -38,7 +42,12 @@ class Client(Connection):
         self.close()
 
     def close(self) -> None:
+        """Close the channel (and the twin made by `twin`)."""
+        self.release()
+
+    def release(self) -> None:
         self.channel.close()
+        self.release_twins()
 
     def _call(self, name: str, fields: Mapping[str, Any], timeout: float | None, retry: bool | None = None) -> Any:
         plan = self.plan(name, fields, timeout, retry)
