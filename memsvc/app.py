@@ -13,9 +13,12 @@ rpc/server.py binds it to gRPC.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -42,25 +45,34 @@ from memsvc.search.hybrid import HybridSearch
 from memsvc.search.keyword import KeywordSearch
 from memsvc.search.searcher import Searcher
 from memsvc.search.semantic import SemanticSearch
-from memsvc.shards.holds import Holds
+from memsvc.shards.holds import CreationPause, Holds
 from memsvc.shards.moves import Moves
 from memsvc.summary import llm
 from memsvc.summary.context import Contexts
 from memsvc.summary.decisions import Judge
 from memsvc.summary.summarizer import Summarizer
+from memsvc.tenancy.tenants import Directory, TenantEntry
+from memsvc.tenancy.usage import Usage
 from memsvc.transfer.export import Exporter
 from memsvc.transfer.restore import Importer
 from memsvc.transfer.service import Transfers
 from memsvc.vectors import embedders
 from memsvc.vectors.embedders.base import Embedder
 from memsvc.vectors.store import Tuning, VectorStore
-from memsvc.window.appender import Appender
+from memsvc.window.appender import Appender, ByteQuota
 from memsvc.window.derived import DerivedStore, EmbeddingSink
 from memsvc.window.lister import Lister
 from memsvc.window.rewriter import Rewriter
 from memsvc.window.store import SessionStore
 from memsvc.window.transcript import Transcript
 
+if TYPE_CHECKING:  # psycopg loads only when lessons_backend = postgres
+    from memsvc.lessons.postgres import PostgresDatabase
+
+MANY = 2**62
+"No quota."
+TENANTS_FILE_CHECK_SECONDS = 1.0
+"How often the tenants file is looked at (one stat): rotated tokens take effect within about this."
 HOLD_LEASE_CHECK_SECONDS = 2.0
 "How often lapsed holds are ended: well within a lease's FENCE, so a move's target aborts before its source serves."
 
@@ -85,6 +97,8 @@ class Shared:
         self.models = models
         self.judge = judge
         self.model_table = model_table
+        self.pause = CreationPause()
+        "Creating sessions paused on the whole server (every tenant) while shards change."
 
 
 class SessionParts:
@@ -92,35 +106,44 @@ class SessionParts:
 
     def __init__(self, settings: Settings, places: TenantLayout, journal: Journal, *,
                  derived: Sequence[DerivedStore], embeddings: EmbeddingSink | None,
-                 on_oversize: Callable[[str], None], clock: Callable[[], int] = time.time_ns):
+                 on_oversize: Callable[[str], None], max_sessions: Callable[[], int] | None = None,
+                 quota: ByteQuota | None = None, pause: CreationPause | None = None,
+                 clock: Callable[[], int] = time.time_ns):
         durable.ensure_dir(places.sessions_dir)
-        self.holds = Holds(places, clock, lease_seconds=settings.hold_lease_seconds, quota=settings.max_held_sessions)
+        self.holds = Holds(places, clock, lease_seconds=settings.hold_lease_seconds, quota=settings.max_held_sessions,
+                           pause=pause)
         self.intents = Intents(places)
         self.store = SessionStore(settings, places, journal, holds=self.holds, intents=self.intents,
                                   derived=derived,
-                                  storage=durable.DataPaths([Path(settings.data_dir), places.sessions_dir]))
+                                  storage=durable.DataPaths([Path(settings.data_dir), places.sessions_dir]),
+                                  max_sessions=max_sessions)
         self.appender = Appender(settings, self.store, derived=derived, embeddings=embeddings,
-                                 on_oversize=on_oversize, clock=clock)
+                                 on_oversize=on_oversize, quota=quota, clock=clock)
         self.rewriter = Rewriter(self.store)
         self.lister = Lister(places, self.store, self.store.storage)
 
 
 class Tenant:
-    """One tenant's memory: its sessions and every store and service over them, under `places`."""
+    """One tenant's memory: its sessions and every store and service over them, under `places`; `quota()` is
+    its tenants file entry in force (no quota of its own without one)."""
 
     def __init__(self, shared: Shared, places: TenantLayout, lesson_store: LessonStore, *,
-                 lessons_clock: Callable[[], int] = time.time_ns, clock: Callable[[], int] = time.time_ns):
+                 quota: Callable[[], TenantEntry] | None = None, lessons_clock: Callable[[], int] = time.time_ns,
+                 clock: Callable[[], int] = time.time_ns):
         settings = shared.settings
         summary_model, _ = shared.models
         self.name = places.name
         self.places = places
+        entry = quota or (lambda: TenantEntry(places.name))
+        self.usage = Usage(places.name, [places.sessions_dir, places.store_dir], lambda: entry().max_bytes)
         self.archive = Archive(places.store_dir, settings.archive_commit_seconds)
         tuning = Tuning(settings.vector_rebuild_rows, settings.vector_trees, settings.vector_search_k)
         self.vectors = VectorStore(places.vectors_dir, shared.embedder, tuning)
         derived: list[DerivedStore] = [self.archive, self.vectors]
         compactions = CompactionQueue()
         parts = SessionParts(settings, places, shared.journal, derived=derived, embeddings=self.vectors,
-                             on_oversize=compactions.request, clock=clock)
+                             on_oversize=compactions.request, quota=self.usage, pause=shared.pause, clock=clock,
+                             max_sessions=lambda: min(settings.max_sessions, entry().max_sessions or MANY))
         self.holds, intents, self.store = parts.holds, parts.intents, parts.store
         self.appender, rewriter, self.lister = parts.appender, parts.rewriter, parts.lister
         # Reads across the compaction cut: messages compacted out before a run are still summarized.
@@ -134,7 +157,7 @@ class Tenant:
         self.contexts = Contexts(self.store, shared.judge, cached_sessions=settings.max_open_sessions)
         # Exports, holds and drops wait for a summary run on the session, as Reset does.
         moves = Moves(self.store, rewriter, self.holds)
-        importer = Importer(settings, moves, self.archive)
+        importer = Importer(settings, moves, self.archive, self.usage)
         importer.recover()
         self.transfers = Transfers(
             self.clearing, moves, self.archive, derived,
@@ -152,6 +175,7 @@ class Tenant:
         self.stores = durable.DataPaths([places.store_dir])
         # Before the first call: a Reset or removal a kill interrupted is done in full, never left half done.
         self.clearing.finish_interrupted()
+        self.usage.measure()
 
     def schedule(self, jobs: Scheduler, settings: Settings) -> None:
         """The tenant's periodic work (the default tenant's job names carry no suffix)."""
@@ -160,6 +184,7 @@ class Tenant:
         jobs.register(f"temp-cleanup{suffix}", "* * * * *", self.cleanup.remove_idle)
         jobs.register(f"finish-interrupted{suffix}", "* * * * *", self.clearing.finish_interrupted)
         jobs.register(f"hold-leases{suffix}", HOLD_LEASE_CHECK_SECONDS, self.transfers.lapse)
+        jobs.register(f"usage{suffix}", "* * * * *", self.usage.measure)
         jobs.register(f"lesson-purge{suffix}", settings.error_purge_schedule, self.lessons.purge_expired)
 
     def problems(self) -> list[Problem]:
@@ -185,8 +210,11 @@ class Tenant:
 
 
 class App:
-    def __init__(self, settings: Settings):
+    """`directory`: the tenants file (tenants_file), when the server is shared by tenants."""
+
+    def __init__(self, settings: Settings, directory: Directory | None = None):
         self.settings = settings
+        self.directory = directory
         self.started_at = time.time_ns()
         self.data_dir_id = data_dir_id(Path(settings.data_dir))
         # Settings that can be wrong (LLM endpoint, embedder, cron) are checked before any thread starts.
@@ -202,27 +230,57 @@ class App:
         def lessons_clock() -> int:
             return time.time_ns() + offset
 
+        self.lessons_clock = lessons_clock
         self.layout = Layout(settings.data_dir)
-        places = self.layout.tenant()
         # A lesson database that refuses the login fails the start here, before the other stores open.
-        lesson_store = lesson_store_from_settings(settings, places, lessons_clock)
+        self.lesson_database = lesson_database_from_settings(settings)
         durable.ensure_dir(self.layout.data_dir)
         # Replays what a crash left into every history.json before anything reads one.
         self.journal = Journal(self.layout.journal, self.layout.data_dir)
         self.shared = Shared(settings, self.journal, self.embedder, self.reranker, self.models, judge,
                              self.model_table)
-        self.tenants = {DEFAULT_TENANT: Tenant(self.shared, places, lesson_store, lessons_clock=lessons_clock)}
+        self.tenants: dict[str, Tenant] = {}
+        self._opening = threading.Lock()
         self.model_table.start()
-        for tenant in self.tenants.values():
-            tenant.schedule(self.jobs, settings)
+        # The tenants with data here serve (and run their jobs) from the start; others open at their first call.
+        for name in [DEFAULT_TENANT, *self.layout.tenant_names()]:
+            self.tenant(name)
+        if directory is not None:
+            self.jobs.register("tenants-file", TENANTS_FILE_CHECK_SECONDS, directory.refresh)
         self.jobs.start()
 
     def tenant(self, name: str = DEFAULT_TENANT) -> Tenant:
-        return self.tenants[name]
+        """The tenant's memory, opened at its first call."""
+        tenant = self.tenants.get(name)
+        if tenant is not None:
+            return tenant
+        with self._opening:
+            if name not in self.tenants:
+                places = self.layout.tenant(name)
+                quota = None if self.directory is None else partial(self.directory.quota, name)
+                self.tenants[name] = opened = Tenant(self.shared, places, self._lesson_store(places), quota=quota,
+                                                     lessons_clock=self.lessons_clock)
+                opened.schedule(self.jobs, self.settings)
+            return self.tenants[name]
+
+    def tenant_names(self) -> list[str]:
+        """The tenants this server serves: the tenants file's, with the default one (and any with data here)."""
+        named = self.directory.tenants() if self.directory is not None else []
+        return sorted({DEFAULT_TENANT, *named, *self.tenants})
+
+    def _lesson_store(self, places: TenantLayout) -> LessonStore:
+        if self.lesson_database is not None:
+            from memsvc.lessons.postgres import PostgresLessonStore
+
+            return PostgresLessonStore(self.lesson_database, places.name)
+        return SqliteLessonStore(places.lessons_db, clock=self.lessons_clock)
 
     def problems(self) -> list[Problem]:
         """What keeps the server from serving in full, now; cheap (a few stats) so health can ask often."""
-        return [problem for tenant in self.tenants.values() for problem in tenant.problems()]
+        found = [problem for tenant in list(self.tenants.values()) for problem in tenant.problems()]
+        if self.directory is not None and self.directory.problem is not None:
+            found.append(Problem("tenants_file", self.directory.problem))
+        return found
 
     def close(self, timeout: float | None = None) -> None:
         """Flush and stop background work within about `timeout` seconds (shutdown_grace_seconds by
@@ -244,13 +302,16 @@ class App:
         self.journal.close()
         for tenant in self.tenants.values():
             tenant.close(left)
+        if self.lesson_database is not None:
+            self.lesson_database.close()
 
 
-def lesson_store_from_settings(settings: Settings, places: TenantLayout, clock: Callable[[], int]) -> LessonStore:
-    """The backend lessons_backend names: the tenant's SQLite file, or a PostgreSQL database shared by servers."""
-    if settings.lessons_backend == "postgres":
-        from memsvc.lessons.postgres import PostgresLessonStore  # psycopg loads (~0.1 s) only where it is used
+def lesson_database_from_settings(settings: Settings) -> PostgresDatabase | None:
+    """The PostgreSQL database shared by servers (and tenants) when lessons_backend names it; None: each tenant
+    keeps its lessons in a SQLite file of its own."""
+    if settings.lessons_backend != "postgres":
+        return None
+    from memsvc.lessons.postgres import PostgresDatabase  # psycopg loads (~0.1 s) only where it is used
 
-        password = read_secret("lessons_password_file", settings.lessons_password_file, "MEMSVC_LESSONS_PASSWORD")
-        return PostgresLessonStore(settings.lessons_dsn, password=password, pool_size=settings.lessons_pool_size)
-    return SqliteLessonStore(places.lessons_db, clock=clock)
+    password = read_secret("lessons_password_file", settings.lessons_password_file, "MEMSVC_LESSONS_PASSWORD")
+    return PostgresDatabase(settings.lessons_dsn, password=password, pool_size=settings.lessons_pool_size)

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from memsvc.cli import remote, reshard, transfer
+from memsvc.cli import remote, reshard, tenants, transfer
 from memsvc.core import config
 from memsvc.core.errors import InvalidSetting
 from memsvc.runtime import logs
@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     remote.add_commands(commands)
     transfer.add_commands(commands)
     reshard.add_command(commands)
+    tenants.add_command(commands)
     return parser
 
 

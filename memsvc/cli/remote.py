@@ -33,7 +33,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser, target: bool = Tru
     if target:
         group.add_argument("--target", default=DEFAULT_TARGET,
                            help=f"the server: HOST:PORT or unix:///path (default {DEFAULT_TARGET})")
-    group.add_argument("--token-file", type=Path, help="file holding the bearer token of a server with token_file")
+    group.add_argument("--token-file", type=Path, help="file holding the bearer token (token_file's, or one of the "
+                                                       "server's tenants file)")
+    group.add_argument("--tenant", default="", help="the tenant to act for, with an admin token of every tenant")
     group.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
     group.add_argument("--ca-file", type=Path, help="PEM CA of a TLS server (TCP targets)")
     group.add_argument("--cert-file", type=Path, help="PEM client certificate, for a server requiring mTLS")
@@ -45,7 +47,8 @@ def client_arguments(args: argparse.Namespace) -> dict[str, Any]:
     def read(path: Path | None) -> bytes | None:
         return path.read_bytes() if path else None
     token = args.token_file.read_text().strip() if args.token_file else None
-    return {"timeout": args.timeout, "token": token or None, "root_certificates": read(args.ca_file),
+    return {"timeout": args.timeout, "token": token or None, "tenant": args.tenant or None,
+            "root_certificates": read(args.ca_file),
             "certificate_chain": read(args.cert_file), "private_key": read(args.key_file)}
 
 

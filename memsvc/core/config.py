@@ -152,7 +152,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     clock_offset_seconds: float = 0.0
     "Seconds added to the clock error memory uses for hits and expiry (for tests and drills; keep 0)."
     token_file: str = ""
-    "File holding the bearer token every RPC but health must carry; empty = no auth."
+    "File holding the bearer token every RPC but health must carry: one admin of tenant default; empty = no auth."
+    tenants_file: str = ""
+    """TOML file of bearer tokens (their SHA-256) with each one's tenant and role, and tenants' quotas; read again
+    when it changes. Instead of token_file, for a server shared by tenants."""
     tls_cert_file: str = ""
     "PEM certificate chain for TCP listeners; with tls_key_file it turns TLS on (unix sockets stay plaintext)."
     tls_key_file: str = ""
@@ -271,6 +274,9 @@ def _check(settings: Settings) -> None:
                              "A-Z a-z 0-9 . _ -, starting with a letter or digit")
     if not settings.listen:
         raise InvalidSetting("at least one --listen address is needed")
+    if settings.token_file and settings.tenants_file:
+        raise InvalidSetting("set token_file or tenants_file, not both: token_file is the one-tenant shorthand of a "
+                             "tenants file holding one admin token of tenant default")
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
         raise InvalidSetting("tls_cert_file and tls_key_file go together: set both or neither")
     if settings.tls_client_ca_file and not settings.tls_cert_file:

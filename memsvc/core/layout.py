@@ -122,6 +122,14 @@ class Layout:
         self.store_dir = self.data_dir / ".store"
         "What every tenant shares (the model table's copy), and the default tenant's stores."
 
+    def tenant_names(self) -> list[str]:
+        """The tenants, besides the default one, that have a directory here."""
+        tenants = self.data_dir / "tenants"
+        if not tenants.is_dir():
+            return []
+        return sorted(name for entry in tenants.iterdir() if (name := id_from_name(entry.name)) is not None
+                      and entry.is_dir())
+
     def tenant(self, name: str = DEFAULT_TENANT) -> TenantLayout:
         if name == DEFAULT_TENANT:
             return TenantLayout(name, self.data_dir / "sessions", self.store_dir)

@@ -58,6 +58,12 @@ class Reason(enum.StrEnum):
     # -- credentials and transport ---------------------------------------------------------------------------
     MISSING_TOKEN = auto(), Kind.UNAUTHENTICATED, "The server requires a bearer token and the request carried none."
     INVALID_TOKEN = auto(), Kind.UNAUTHENTICATED, "The bearer token is not one the server accepts (unknown or expired)."
+    ROLE_FORBIDS = (auto(), Kind.PERMISSION_DENIED,
+                    "The token's role may not make this call; the message and metadata name the role needed.")
+    TENANT_FORBIDDEN = (auto(), Kind.PERMISSION_DENIED,
+                        "memsvc-tenant names a tenant this token may not act for (or one the tenants file lacks).")
+    TENANT_QUOTA = (auto(), Kind.RESOURCE_EXHAUSTED,
+                    "The tenant's quota (max_sessions or max_bytes in its tenants file entry) is used up.")
     HOST_NOT_ALLOWED = (auto(), Kind.PERMISSION_DENIED,
                         "An HTTP request without a token named a Host the server does not answer.")
     MALFORMED_REQUEST = (auto(), Kind.INVALID_ARGUMENT,

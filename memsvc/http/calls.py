@@ -32,6 +32,8 @@ from grpc_status import rpc_status
 
 from memsvc.core.errors import MemsvcError
 from memsvc.http.gate import Gate
+from memsvc.rpc import audit
+from memsvc.rpc.access import AUTHORIZATION, TENANT_METADATA
 from memsvc.rpc.status import to_status
 
 CODES: dict[grpc.StatusCode, Code] = {code: Code(code.name.lower().replace("cancelled", "canceled"))
@@ -110,8 +112,18 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
     async def call(request: Any, context: RequestContext[Any, Any]) -> Message:
         call_context = CallContext(context)
         try:
-            with gate.admit(context.request_headers().get("authorization")):
-                return await behaviour(request, call_context)
+            with gate.admit(method.name, *_credentials(context)) as (caller, tenant):
+                outcome, reply = "CANCELLED", None
+                try:
+                    reply = await behaviour(request, call_context)
+                    outcome = "OK"
+                    return reply
+                except Aborted as aborted:
+                    outcome = aborted.status.code.name
+                    raise
+                finally:
+                    audit.record(method.name, caller, tenant, audit.session_of(reply) or audit.session_of(request),
+                                 outcome)
         except MemsvcError as refused:  # by the gate
             raise connect_error(to_status(refused)) from None
         except Aborted as aborted:
@@ -123,9 +135,17 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         """A server stream: the gate admits it once, for as long as it runs."""
         call_context = CallContext(context)
         try:
-            with gate.admit(context.request_headers().get("authorization")):
-                async for reply in behaviour(request, call_context):
-                    yield reply
+            with gate.admit(method.name, *_credentials(context)) as (caller, tenant):
+                outcome = "CANCELLED"
+                try:
+                    async for reply in behaviour(request, call_context):
+                        yield reply
+                    outcome = "OK"
+                except Aborted as aborted:
+                    outcome = aborted.status.code.name
+                    raise
+                finally:
+                    audit.record(method.name, caller, tenant, audit.session_of(request), outcome)
         except MemsvcError as refused:
             raise connect_error(to_status(refused)) from None
         except Aborted as aborted:
@@ -138,6 +158,12 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
     if method.client_streaming:  # the request stream goes to the servicer as it arrives
         return Endpoint.client_stream(info, call)
     return Endpoint.unary(info, call)
+
+
+def _credentials(context: RequestContext[Any, Any]) -> tuple[str | None, str | None]:
+    """The call's authorization header and the tenant it names (an admin of every tenant's choice)."""
+    headers = context.request_headers()
+    return headers.get(AUTHORIZATION), headers.get(TENANT_METADATA)
 
 
 def endpoints(servicers: Mapping[str, object], gate: Gate) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from memsvc.http.dashboard import Dashboard
 from memsvc.http.gate import Gate
 from memsvc.http.hosts import AllowedHosts
 from memsvc.net import http11
-from memsvc.rpc import auth
+from memsvc.rpc.access import Access
 
 log = logging.getLogger(__name__)
 
@@ -91,17 +91,16 @@ class HttpListener:
     def __init__(self, settings: Settings):
         # Secrets and files are read now, before anything listens: a bad one fails the start.
         self.settings = settings
-        self.token = auth.read_token(settings.token_file) if settings.token_file else None
         self.tls = _tls(settings)
         self.dashboard = Dashboard()
         self.server: http11.BoundedServer | None = None
 
-    async def open(self, servicers: Mapping[str, object], max_connections: int) -> str:
+    async def open(self, servicers: Mapping[str, object], max_connections: int, access: Access) -> str:
         """Serve `servicers` (service full name -> the gRPC server's servicer) on at most `max_connections`
         connections at once; returns the bound HOST:PORT."""
         settings = self.settings
-        contract = Contract(servicers, Gate(self.token, settings.max_concurrent_rpcs), settings.max_request_bytes)
-        hosts = AllowedHosts(settings.http_allowed_hosts, token_required=self.token is not None)
+        contract = Contract(servicers, Gate(access, settings.max_concurrent_rpcs), settings.max_request_bytes)
+        hosts = AllowedHosts(settings.http_allowed_hosts, token_required=not access.open)
         config = uvicorn.Config(
             Routes(list(servicers), contract, self.dashboard, hosts), http="h11", ws="none", lifespan="off",
             interface="asgi3", log_config=None, access_log=False, proxy_headers=False, server_header=False,

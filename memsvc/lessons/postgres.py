@@ -1,8 +1,11 @@
 """Error memory's shared store: PostgreSQL (lessons_backend = postgres), for
 many servers on one database.
 
-Owns the connection pool (psycopg 3 and psycopg_pool), the queries, and
-what keeps each call right when servers share the database: a recording
+Owns the connection pool (psycopg 3 and psycopg_pool), shared by every
+tenant's store (`PostgresDatabase`), the queries, each kept to its tenant's
+rows (`PostgresLessonStore`: a lesson of one tenant is never read, changed or
+matched for another), and what keeps each call right when servers share the
+database: a recording
 holds its symptom's row (SELECT ... FOR UPDATE, a unique index and INSERT
 ... ON CONFLICT), so two servers recording one symptom at once make one
 lesson; hits are counted in SQL and expiry only moves forward, so no refresh
@@ -59,9 +62,9 @@ SESSION_SETTINGS = ("SET statement_timeout = '10s'", "SET lock_timeout = '5s'")
 "A stuck database or a held lock answers UNAVAILABLE in bounded time, never holds a call."
 
 _COLUMNS = "id, tool_name, body::text, session_id, created_at, last_hit, expires_at, hit_count"
-_WRITTEN = ("id, tool_name, tool_key, symptom_key, body, session_id, created_at, last_hit, expires_at, hit_count, "
-            "vector, vector_model, haystack")
-_PLACES = "%s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s, %s"
+_WRITTEN = ("tenant, id, tool_name, tool_key, symptom_key, body, session_id, created_at, last_hit, expires_at, "
+            "hit_count, vector, vector_model, haystack")
+_PLACES = "%s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s, %s"
 
 Connection = psycopg.Connection[TupleRow]
 
@@ -109,7 +112,9 @@ def _configure(conn: Connection) -> None:
         conn.execute(statement)
 
 
-class PostgresLessonStore:
+class PostgresDatabase:
+    """The database every tenant's lessons share: its pool, its schema, whether it answers."""
+
     def __init__(self, dsn: str, *, password: str, pool_size: int):
         try:
             params = conninfo_to_dict(dsn)
@@ -163,7 +168,7 @@ class PostgresLessonStore:
     # -- connections and their failures ----------------------------------------
 
     @contextmanager
-    def _connection(self, what: str) -> Iterator[Connection]:
+    def connection(self, what: str) -> Iterator[Connection]:
         failure = self._failure
         if failure is not None and time.monotonic() < self._retry_at:
             raise type(failure)(failure.message, reason=failure.reason)
@@ -207,39 +212,55 @@ class PostgresLessonStore:
         self._retry_at = time.monotonic() + RETRY_SECONDS
 
     def check(self) -> None:
-        with self._connection("checking the lesson database") as conn:
+        with self.connection("checking the lesson database") as conn:
             conn.execute("SELECT 1")
+
+class PostgresLessonStore:
+    """One tenant's lessons in the shared database: every query is kept to `tenant`'s rows."""
+
+    def __init__(self, database: PostgresDatabase, tenant: str):
+        self.database = database
+        self.tenant = tenant
+
+    def close(self) -> None:
+        """Nothing of the tenant's own to release: the database closes once, with the server."""
+
+    def check(self) -> None:
+        self.database.check()
 
     # -- the LessonStore calls ---------------------------------------------------
 
     def purge(self, now: int) -> int:
-        with self._connection("purging expired lessons") as conn, conn.transaction():
+        with self.database.connection("purging expired lessons") as conn, conn.transaction():
             locked = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (PURGE_LOCK,)).fetchone()
             if locked is None or not locked[0]:
                 return 0  # another server is purging
             return conn.execute("DELETE FROM memsvc_lessons WHERE id IN (SELECT id FROM memsvc_lessons "
-                                "WHERE expires_at <= %s FOR UPDATE SKIP LOCKED)", (now,)).rowcount
+                                "WHERE tenant = %s AND expires_at <= %s FOR UPDATE SKIP LOCKED)",
+                                (self.tenant, now)).rowcount
 
     def upsert(self, key: SymptomKey, merge: Merge, vector: bytes | None, vector_model: str,
                now: int) -> tuple[Lesson, bool]:
         tool_key, symptom_key = _key(key)
-        with self._connection("recording a lesson") as conn:
+        with self.database.connection("recording a lesson") as conn:
             while True:
                 with conn.transaction():
-                    conn.execute("DELETE FROM memsvc_lessons WHERE tool_key = %s AND symptom_key = %s "
-                                 "AND expires_at <= %s", (tool_key, symptom_key, now))
-                    row = conn.execute(f"SELECT {_COLUMNS} FROM memsvc_lessons WHERE tool_key = %s "
-                                       "AND symptom_key = %s FOR UPDATE", (tool_key, symptom_key)).fetchone()
+                    conn.execute("DELETE FROM memsvc_lessons WHERE tenant = %s AND tool_key = %s AND symptom_key = %s "
+                                 "AND expires_at <= %s", (self.tenant, tool_key, symptom_key, now))
+                    row = conn.execute(f"SELECT {_COLUMNS} FROM memsvc_lessons WHERE tenant = %s AND tool_key = %s "
+                                       "AND symptom_key = %s FOR UPDATE",
+                                       (self.tenant, tool_key, symptom_key)).fetchone()
                     lesson = merge(None if row is None else _lesson(row))
-                    values = (lesson.id, lesson.tool_name, tool_key, symptom_key, _body(lesson), lesson.session_id,
-                              lesson.created_at, lesson.last_hit, lesson.expires_at, lesson.hit_count, vector,
-                              vector_model, _searchable(haystack(lesson)))
+                    values = (self.tenant, lesson.id, lesson.tool_name, tool_key, symptom_key, _body(lesson),
+                              lesson.session_id, lesson.created_at, lesson.last_hit, lesson.expires_at,
+                              lesson.hit_count, vector, vector_model, _searchable(haystack(lesson)))
                     if row is not None:
-                        conn.execute(f"UPDATE memsvc_lessons SET ({_WRITTEN}) = ({_PLACES}) WHERE id = %s",
-                                     (*values, lesson.id))
+                        conn.execute(f"UPDATE memsvc_lessons SET ({_WRITTEN}) = ({_PLACES}) "
+                                     "WHERE tenant = %s AND id = %s", (*values, self.tenant, lesson.id))
                         break
                     inserted = conn.execute(f"INSERT INTO memsvc_lessons ({_WRITTEN}) VALUES ({_PLACES}) "
-                                            "ON CONFLICT (tool_key, symptom_key) DO NOTHING RETURNING id", values)
+                                            "ON CONFLICT (tenant, tool_key, symptom_key) DO NOTHING RETURNING id",
+                                            values)
                     if inserted.fetchone() is not None:
                         break
                 # another server recorded this symptom first: merge into theirs
@@ -250,43 +271,48 @@ class PostgresLessonStore:
         return lesson, row is not None
 
     def of_tool(self, tool_key: str, now: int) -> list[StoredLesson]:
-        with self._connection("looking lessons up") as conn:
+        with self.database.connection("looking lessons up") as conn:
             rows = conn.execute(f"SELECT {_COLUMNS}, vector, vector_model FROM memsvc_lessons "
-                                "WHERE tool_key = %s AND expires_at > %s", (tool_key, now)).fetchall()
+                                "WHERE tenant = %s AND tool_key = %s AND expires_at > %s",
+                                (self.tenant, tool_key, now)).fetchall()
         return [StoredLesson(_lesson(row), row[-2], row[-1]) for row in rows]
 
     def refresh(self, lesson_ids: Sequence[str], now: int, expires_at: int) -> dict[str, Renewal]:
-        with self._connection("refreshing lessons") as conn:
+        with self.database.connection("refreshing lessons") as conn:
             rows = conn.execute(
-                "WITH hit AS (SELECT id FROM memsvc_lessons WHERE id = ANY(%(ids)s) AND expires_at > %(now)s "
+                "WITH hit AS (SELECT id FROM memsvc_lessons WHERE tenant = %(tenant)s AND id = ANY(%(ids)s) "
+                "AND expires_at > %(now)s "
                 "ORDER BY id FOR UPDATE) "
                 "UPDATE memsvc_lessons AS lesson SET last_hit = GREATEST(lesson.last_hit, %(now)s), "
                 "expires_at = GREATEST(lesson.expires_at, %(expires_at)s), hit_count = lesson.hit_count + 1 "
                 "FROM hit WHERE lesson.id = hit.id RETURNING lesson.id, lesson.last_hit, lesson.expires_at, "
-                "lesson.hit_count", {"ids": list(lesson_ids), "now": now, "expires_at": expires_at}).fetchall()
+                "lesson.hit_count", {"tenant": self.tenant, "ids": list(lesson_ids), "now": now,
+                                     "expires_at": expires_at}).fetchall()
         return {row[0]: Renewal(*row[1:]) for row in rows}
 
     def set_vectors(self, vectors: Mapping[str, bytes], vector_model: str) -> None:
-        with self._connection("storing lesson vectors") as conn:
-            conn.cursor().executemany("UPDATE memsvc_lessons SET vector = %s, vector_model = %s WHERE id = %s",
-                                      [(vector, vector_model, lesson_id) for lesson_id, vector in vectors.items()])
+        with self.database.connection("storing lesson vectors") as conn:
+            conn.cursor().executemany("UPDATE memsvc_lessons SET vector = %s, vector_model = %s "
+                                      "WHERE tenant = %s AND id = %s",
+                                      [(vector, vector_model, self.tenant, lesson_id)
+                                       for lesson_id, vector in vectors.items()])
 
     def containing(self, folded: str, now: int) -> list[Lesson]:
-        with self._connection("searching lessons") as conn:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM memsvc_lessons WHERE expires_at > %s "
-                                "AND strpos(haystack, %s) > 0", (now, _searchable(folded))).fetchall()
+        with self.database.connection("searching lessons") as conn:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM memsvc_lessons WHERE tenant = %s AND expires_at > %s "
+                                "AND strpos(haystack, %s) > 0", (self.tenant, now, _searchable(folded))).fetchall()
         return [_lesson(row) for row in rows]
 
     def page(self, now: int, tool_key: str, after: tuple[int, str] | None, limit: int) -> list[Lesson]:
-        where: list[str] = ["expires_at > %s"]
-        args: list[int | str] = [now]
+        where: list[str] = ["tenant = %s", "expires_at > %s"]
+        args: list[int | str] = [self.tenant, now]
         if tool_key:
             where.append("tool_key = %s")
             args.append(tool_key)
         if after is not None:
             where.append("(created_at, id) < (%s, %s)")
             args += list(after)
-        with self._connection("listing lessons") as conn:
+        with self.database.connection("listing lessons") as conn:
             rows = conn.execute(f"SELECT {_COLUMNS} FROM memsvc_lessons WHERE {' AND '.join(where)} "
                                 "ORDER BY created_at DESC, id DESC LIMIT %s", (*args, limit)).fetchall()
         return [_lesson(row) for row in rows]
@@ -294,21 +320,21 @@ class PostgresLessonStore:
     def set_action(self, lesson_id: str, action: str, now: int) -> Lesson | None:
         if not _possible(lesson_id):
             return None
-        with self._connection("updating a lesson") as conn, conn.transaction():
-            row = conn.execute(f"SELECT {_COLUMNS} FROM memsvc_lessons WHERE id = %s AND expires_at > %s FOR UPDATE",
-                               (lesson_id, now)).fetchone()
+        with self.database.connection("updating a lesson") as conn, conn.transaction():
+            row = conn.execute(f"SELECT {_COLUMNS} FROM memsvc_lessons WHERE tenant = %s AND id = %s "
+                               "AND expires_at > %s FOR UPDATE", (self.tenant, lesson_id, now)).fetchone()
             if row is None:
                 return None
             lesson = _lesson(row)
             lesson.action = action
-            conn.execute("UPDATE memsvc_lessons SET body = %s::json, haystack = %s WHERE id = %s",
-                         (_body(lesson), _searchable(haystack(lesson)), lesson_id))
+            conn.execute("UPDATE memsvc_lessons SET body = %s::json, haystack = %s WHERE tenant = %s AND id = %s",
+                         (_body(lesson), _searchable(haystack(lesson)), self.tenant, lesson_id))
         return lesson
 
     def delete(self, lesson_id: str, now: int) -> Lesson | None:
         if not _possible(lesson_id):
             return None
-        with self._connection("deleting a lesson") as conn:
-            row = conn.execute(f"DELETE FROM memsvc_lessons WHERE id = %s AND expires_at > %s RETURNING {_COLUMNS}",
-                               (lesson_id, now)).fetchone()
+        with self.database.connection("deleting a lesson") as conn:
+            row = conn.execute(f"DELETE FROM memsvc_lessons WHERE tenant = %s AND id = %s AND expires_at > %s "
+                               f"RETURNING {_COLUMNS}", (self.tenant, lesson_id, now)).fetchone()
         return None if row is None else _lesson(row)

@@ -51,6 +51,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX memsvc_lessons_by_age ON memsvc_lessons (created_at DESC, id DESC)",
         "CREATE INDEX memsvc_lessons_by_expiry ON memsvc_lessons (expires_at)",
     ),
+    (  # 2: tenants. Every lesson is its tenant's: a symptom is unique within a tenant, lists and searches are
+       # kept to one. Lessons recorded before are the default tenant's (a server without tenants_file).
+        """ALTER TABLE memsvc_lessons ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT 'default'""",
+        "DROP INDEX memsvc_lessons_by_symptom",
+        "CREATE UNIQUE INDEX memsvc_lessons_by_symptom ON memsvc_lessons (tenant, tool_key, symptom_key)",
+        "DROP INDEX memsvc_lessons_by_age",
+        "CREATE INDEX memsvc_lessons_by_age ON memsvc_lessons (tenant, created_at DESC, id DESC)",
+        "ALTER TABLE memsvc_lessons ALTER COLUMN tenant DROP DEFAULT",
+    ),
 )
 LATEST = len(MIGRATIONS)
 

@@ -13,6 +13,7 @@ import grpc
 
 from memsvc.app import App
 from memsvc.lessons.model import Lesson, NewLesson
+from memsvc.rpc.access import serving
 from memsvc.rpc.convert import enum_name
 from memsvc.rpc.status import translated
 from memsvc_client.v1 import error_memory_pb2 as pb
@@ -41,7 +42,7 @@ class ErrorMemoryServicer(error_memory_pb2_grpc.ErrorMemoryServiceServicer):
         new = NewLesson(tool_name=request.tool_name, symptom=request.symptom, outcome=outcome,
                         action=request.action, cause=request.cause, keywords=list(request.keywords),
                         session_id=request.session_id)
-        result = await asyncio.to_thread(self.app.tenant().lessons.record, new)
+        result = await asyncio.to_thread(serving(self.app).lessons.record, new)
         reply = pb.RecordErrorResponse(stored=result.stored, refreshed=result.refreshed, detail=result.detail)
         if result.lesson is not None:
             reply.record.CopyFrom(error_record(result.lesson))
@@ -50,7 +51,7 @@ class ErrorMemoryServicer(error_memory_pb2_grpc.ErrorMemoryServiceServicer):
     @translated
     async def LookupErrors(self, request: pb.LookupErrorsRequest,
                            context: grpc.aio.ServicerContext) -> pb.LookupErrorsResponse:
-        related = await asyncio.to_thread(self.app.tenant().lessons.lookup, request.tool_name, request.error_text,
+        related = await asyncio.to_thread(serving(self.app).lessons.lookup, request.tool_name, request.error_text,
                                           request.limit)
         return pb.LookupErrorsResponse(records=[error_record(lesson) for lesson in related.lessons],
                                        related_errors=related.related_errors)
@@ -58,24 +59,24 @@ class ErrorMemoryServicer(error_memory_pb2_grpc.ErrorMemoryServiceServicer):
     @translated
     async def SearchErrors(self, request: pb.SearchErrorsRequest,
                            context: grpc.aio.ServicerContext) -> pb.SearchErrorsResponse:
-        found = await asyncio.to_thread(self.app.tenant().lessons.search, request.query, request.limit)
+        found = await asyncio.to_thread(serving(self.app).lessons.search, request.query, request.limit)
         return pb.SearchErrorsResponse(records=[error_record(lesson) for lesson in found])
 
     @translated
     async def ListErrors(self, request: pb.ListErrorsRequest,
                          context: grpc.aio.ServicerContext) -> pb.ListErrorsResponse:
-        page, token = await asyncio.to_thread(self.app.tenant().lessons.list_page, request.page_size,
+        page, token = await asyncio.to_thread(serving(self.app).lessons.list_page, request.page_size,
                                               request.page_token, request.tool_name)
         return pb.ListErrorsResponse(records=[error_record(lesson) for lesson in page], next_page_token=token)
 
     @translated
     async def UpdateErrorAction(self, request: pb.UpdateErrorActionRequest,
                                 context: grpc.aio.ServicerContext) -> pb.UpdateErrorActionResponse:
-        lesson = await asyncio.to_thread(self.app.tenant().lessons.update_action, request.id, request.action)
+        lesson = await asyncio.to_thread(serving(self.app).lessons.update_action, request.id, request.action)
         return pb.UpdateErrorActionResponse(record=error_record(lesson))
 
     @translated
     async def DeleteError(self, request: pb.DeleteErrorRequest,
                           context: grpc.aio.ServicerContext) -> pb.DeleteErrorResponse:
-        lesson = await asyncio.to_thread(self.app.tenant().lessons.delete, request.id)
+        lesson = await asyncio.to_thread(serving(self.app).lessons.delete, request.id)
         return pb.DeleteErrorResponse(record=error_record(lesson))

@@ -12,8 +12,11 @@ import time
 import grpc
 
 from memsvc.app import App
+from memsvc.core.errors import PermissionDenied
+from memsvc.core.reasons import Reason
 from memsvc.fit.fitter import FitRequest, Fitted
 from memsvc.fit.stages import StageReport
+from memsvc.rpc.access import FIT_WITH_SESSION, caller_of, serving
 from memsvc.rpc.status import translated
 from memsvc_client.v1 import fit_pb2 as pb
 from memsvc_client.v1 import fit_pb2_grpc
@@ -30,16 +33,21 @@ OUTCOMES = {"compacted": pb.FIT_OUTCOME_COMPACTED, "unchanged": pb.FIT_OUTCOME_U
 
 class FitServicer(fit_pb2_grpc.FitServiceServicer):
     def __init__(self, app: App):
-        self.fitter = app.tenant().fitter
+        self.app = app
 
     @translated
     async def FitContext(self, request: pb.FitContextRequest,
                          context: grpc.aio.ServicerContext) -> pb.FitContextResponse:
+        if request.session_id and not caller_of().may(FIT_WITH_SESSION):  # it folds into the session's summary
+            raise PermissionDenied(f"FitContext with a session_id needs the {FIT_WITH_SESSION} role (it folds the "
+                                   "run into the session's summary); without one, read is enough",
+                                   reason=Reason.ROLE_FORBIDS, metadata={"needed": FIT_WITH_SESSION})
+        fitter = serving(self.app).fitter
         remaining = context.time_remaining()
         fit = _request(request, None if remaining is None else time.monotonic() + remaining)
         # A fitting run costs one count, done here; a big run, a tokenizer to load and model calls go to a thread.
-        begun = await asyncio.to_thread(self.fitter.begin, fit) if self.fitter.may_wait(fit) else self.fitter.begin(fit)
-        fitted = await asyncio.to_thread(self.fitter.fit, begun) if begun.needs_stages else self.fitter.fit(begun)
+        begun = await asyncio.to_thread(fitter.begin, fit) if fitter.may_wait(fit) else fitter.begin(fit)
+        fitted = await asyncio.to_thread(fitter.fit, begun) if begun.needs_stages else fitter.fit(begun)
         return _reply(fitted)
 
 

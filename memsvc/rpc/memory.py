@@ -16,6 +16,7 @@ import grpc
 
 from memsvc.app import App
 from memsvc.rpc import convert
+from memsvc.rpc.access import serving
 from memsvc.rpc.deadlines import deadline_of
 from memsvc.rpc.offload import FairPool
 from memsvc.rpc.status import translated
@@ -38,7 +39,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     @translated
     async def Append(self, request: pb.AppendRequest, context: grpc.aio.ServicerContext) -> pb.AppendResponse:
-        result = await self.app.tenant().appender.submit(
+        result = await serving(self.app).appender.submit(
             request.session_id, lambda: [convert.new_message(message) for message in request.messages],
             len(request.messages), request.idempotency_key, deadline_of(context))
         return _acknowledged(result)
@@ -46,7 +47,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def GetContext(self, request: pb.GetContextRequest,
                          context: grpc.aio.ServicerContext) -> pb.GetContextResponse:
-        contexts = self.app.tenant().contexts
+        contexts = serving(self.app).contexts
         if contexts.may_wait(request.request_text):
             turn = await asyncio.to_thread(contexts.for_turn, request.session_id, request.request_text)
         else:
@@ -60,7 +61,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def GetSummary(self, request: pb.GetSummaryRequest,
                          context: grpc.aio.ServicerContext) -> pb.GetSummaryResponse:
-        stored = self.app.tenant().contexts.stored(request.session_id)
+        stored = serving(self.app).contexts.stored(request.session_id)
         reply = pb.GetSummaryResponse(cursor_unix_nano=stored.cursor_at)
         if stored.summary is not None:
             reply.summary.CopyFrom(convert.summary(stored.summary))
@@ -69,7 +70,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def ListSessions(self, request: pb.ListSessionsRequest,
                            context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
-        infos, token = await asyncio.to_thread(self.app.tenant().lister.list_page, request.page_size,
+        infos, token = await asyncio.to_thread(serving(self.app).lister.list_page, request.page_size,
                                                request.page_token, request.session_id_contains)
         return pb.ListSessionsResponse(sessions=[convert.session_info(info) for info in infos],
                                        next_page_token=token)
@@ -77,10 +78,11 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def ListMessages(self, request: pb.ListMessagesRequest,
                            context: grpc.aio.ServicerContext) -> pb.ListMessagesResponse:
+        transcript = serving(self.app).transcript  # here: other threads do not know the call's tenant
+
         # Reads the archive and converts up to PAGE_BYTES of text: off the event loop.
         def page() -> pb.ListMessagesResponse:
-            found = self.app.tenant().transcript.page(request.session_id, request.page_size, request.page_token,
-                                             request.newest_first)
+            found = transcript.page(request.session_id, request.page_size, request.page_token, request.newest_first)
             return pb.ListMessagesResponse(messages=[convert.message(record) for record in found.records],
                                            next_page_token=found.next_token)
 
@@ -89,12 +91,13 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
         query = convert.query(request)
+        searcher = serving(self.app).searcher  # here: the search pool's threads do not know the call's tenant
 
         def search() -> pb.SearchResponse:
-            results = self.app.tenant().searcher.search(query)
+            results = searcher.search(query)
             return pb.SearchResponse(hits=[convert.hit(hit) for hit in results.hits], unsearched=results.unsearched)
 
-        placement = self.app.tenant().searcher.placement(query)
+        placement = searcher.placement(query)
         if placement == "loop":
             return search()
         if placement == "thread":  # an embedding endpoint or an index to load: not the pool's turn
@@ -104,7 +107,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def Compact(self, request: pb.CompactRequest, context: grpc.aio.ServicerContext) -> pb.CompactResponse:
         # Waits for an archive commit: off the event loop.
-        result = await asyncio.to_thread(self.app.tenant().compaction.compact, request.session_id,
+        result = await asyncio.to_thread(serving(self.app).compaction.compact, request.session_id,
                                          deadline_of(context))
         return pb.CompactResponse(removed=result.removed, start_at_unix_nano=result.start_at)
 
@@ -112,7 +115,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     async def Summarize(self, request: pb.SummarizeRequest,
                         context: grpc.aio.ServicerContext) -> pb.SummarizeResponse:
         # LLM calls: off the event loop.
-        result = await asyncio.to_thread(self.app.tenant().summarizer.summarize, request.session_id,
+        result = await asyncio.to_thread(serving(self.app).summarizer.summarize, request.session_id,
                                          deadline_of(context))
         reply = pb.SummarizeResponse(count=result.count)
         if result.summary is not None:
@@ -122,25 +125,24 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     @translated
     async def Reset(self, request: pb.ResetRequest, context: grpc.aio.ServicerContext) -> pb.ResetResponse:
         mode = convert.enum_name(request.mode, convert.RESET_MODES, "mode")
-        deleted = await asyncio.to_thread(self.app.tenant().clearing.reset, request.session_id, mode == "summary",
+        deleted = await asyncio.to_thread(serving(self.app).clearing.reset, request.session_id, mode == "summary",
                                           deadline_of(context))
         return pb.ResetResponse(deleted=convert.deleted(deleted))
 
     @translated
     async def RemoveSession(self, request: pb.RemoveSessionRequest,
                             context: grpc.aio.ServicerContext) -> pb.RemoveSessionResponse:
-        deleted = await asyncio.to_thread(self.app.tenant().clearing.remove, request.session_id,
+        deleted = await asyncio.to_thread(serving(self.app).clearing.remove, request.session_id,
                                           deadline_of(context))
         return pb.RemoveSessionResponse(deleted=convert.deleted(deleted))
 
     @translated
     async def DeleteMessages(self, request: pb.DeleteMessagesRequest,
                              context: grpc.aio.ServicerContext) -> pb.DeleteMessagesResponse:
-        deadline = deadline_of(context)
+        deadline, clearing = deadline_of(context), serving(self.app).clearing
 
         def delete() -> pb.DeleteMessagesResponse:
-            result = self.app.tenant().clearing.delete_messages(request.session_id, list(request.ids), request.last,
-                                                                deadline)
+            result = clearing.delete_messages(request.session_id, list(request.ids), request.last, deadline)
             return pb.DeleteMessagesResponse(messages=[convert.message(record) for record in result.records],
                                              deleted=convert.deleted(result.deleted))
 

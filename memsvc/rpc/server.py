@@ -36,6 +36,7 @@ from memsvc.core.durable import DirectoryLock, ensure_dir
 from memsvc.core.errors import InvalidSetting
 from memsvc.net import descriptors
 from memsvc.rpc import auth
+from memsvc.rpc.access import Access, Admission
 from memsvc.rpc.error_memory import ErrorMemoryServicer
 from memsvc.rpc.fit import FitServicer
 from memsvc.rpc.instrument import Metrics
@@ -135,14 +136,12 @@ def _options(settings: Settings, connections: int) -> list[tuple[str, int]]:
     ]
 
 
-def _interceptors(settings: Settings) -> list[grpc.aio.ServerInterceptor]:
-    """Outermost first: metrics see the calls the token check refuses."""
+def _interceptors(settings: Settings, access: Access) -> list[grpc.aio.ServerInterceptor]:
+    """Outermost first: metrics see the calls admission refuses."""
     chain: list[grpc.aio.ServerInterceptor] = []
     if settings.metrics_listen:
         chain.append(Metrics())
-    if settings.token_file:
-        chain.append(auth.BearerToken(auth.read_token(settings.token_file)))
-    chain.append(MalformedRequests())
+    chain += [Admission(access), MalformedRequests()]
     return chain
 
 
@@ -176,9 +175,9 @@ class Transport(Protocol):
     name: str
     "The key of its address in the `serving` log line."
 
-    async def open(self, servicers: Mapping[str, object], max_connections: int) -> str:
+    async def open(self, servicers: Mapping[str, object], max_connections: int, access: Access) -> str:
         """Start serving these servicers (service full name -> servicer) on at most `max_connections` connections
-        at once; returns the bound address."""
+        at once, to callers `access` admits; returns the bound address."""
 
     async def close(self) -> None:
         """Stop accepting and drain in-flight calls, within shutdown_grace_seconds."""
@@ -207,7 +206,8 @@ class Server:
     async def start(self) -> list[str]:
         self.lock.acquire()
         # Secrets are read before anything listens: a bad file fails the start, not the first call.
-        interceptors = _interceptors(self.settings)
+        access = auth.access_from_settings(self.settings)
+        interceptors = _interceptors(self.settings, access)
         tls = auth.server_credentials(self.settings)
         connections = connection_limits(self.settings, len(self.transports), descriptors.limit())
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -226,7 +226,7 @@ class Server:
                                     maximum_concurrent_rpcs=self.settings.max_concurrent_rpcs)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         # Built off the event loop so the health port answers NOT_SERVING meanwhile.
-        self.app = await asyncio.to_thread(App, self.settings)
+        self.app = await asyncio.to_thread(App, self.settings, access.directory)
         memory = MemoryServicer(self.app, self.searches)
         lessons, fit, shards = ErrorMemoryServicer(self.app), FitServicer(self.app), ShardServicer(self.app)
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(memory, self.grpc)
@@ -239,12 +239,13 @@ class Server:
         await self.grpc.start()
         servicers = dict(zip(SERVICE_NAMES, (memory, lessons, fit, shards), strict=True))
         for transport in self.transports:
-            extra[transport.name] = await transport.open(servicers, connections.main)
+            extra[transport.name] = await transport.open(servicers, connections.main, access)
         await self._update_health()
         self._watching = asyncio.create_task(self._watch_health())
         log.info("serving", extra={"addresses": bound, **extra, "max_connections": connections.main,
                                    "tls": tls is not None,
-                                   "token": bool(self.settings.token_file), "data_dir": self.settings.data_dir,
+                                   "token": not access.open, "tenants": access.directory is not None,
+                                   "data_dir": self.settings.data_dir,
                                    "pid": os.getpid()})
         return bound
 

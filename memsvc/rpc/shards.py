@@ -24,6 +24,7 @@ from memsvc.core.errors import Unavailable
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.rpc import convert
+from memsvc.rpc.access import serving, tenant_of
 from memsvc.rpc.deadlines import deadline_of
 from memsvc.rpc.status import translated, translated_stream
 from memsvc.summary.cursor import Cursor
@@ -48,14 +49,14 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     @translated
     async def GetServerInfo(self, request: pb.GetServerInfoRequest,
                             context: grpc.aio.ServicerContext) -> pb.GetServerInfoResponse:
-        holds = self.app.tenant().holds
+        holds = serving(self.app).holds
         reply = pb.GetServerInfoResponse(
             shard_name=self.app.settings.shard_name, version=SERVER_VERSION, contract_version=CONTRACT_VERSION,
             data_dir_id=self.app.data_dir_id, started_at_unix_nano=self.app.started_at,
-            held_sessions=holds.count(), session_creation_paused_until_unix_nano=holds.creation_paused_until(),
+            held_sessions=holds.count(), session_creation_paused_until_unix_nano=holds.pause.creation_paused_until(),
             hold_lease_seconds=self.app.settings.hold_lease_seconds)
         if request.session_id:
-            placement = self.app.tenant().transfers.placement(request.session_id)
+            placement = serving(self.app).transfers.placement(request.session_id)
             reply.session_stored, reply.session_held = placement.stored, placement.held
             reply.session_hold_until_unix_nano = placement.hold_until
         return reply
@@ -63,7 +64,7 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     @translated_stream
     async def ExportSession(self, request: pb.ExportSessionRequest,
                             context: grpc.aio.ServicerContext) -> AsyncGenerator[pb.ExportSessionResponse, None]:
-        parts = self.app.tenant().transfers.export(request.session_id, request.page_size)
+        parts = serving(self.app).transfers.export(request.session_id, request.page_size)
         try:
             async for part in _stepped(parts, self.app.settings.stream_idle_seconds):
                 yield pb.ExportSessionResponse(**_proto_part(part))
@@ -89,7 +90,7 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
                     return
                 yield _domain_part(request)
 
-        imported = await asyncio.to_thread(self.app.tenant().transfers.restore, parts(), deadline_of(context))
+        imported = await asyncio.to_thread(serving(self.app).transfers.restore, parts(), deadline_of(context))
         return pb.ImportSessionResponse(session_id=imported.session_id, messages=imported.end.messages,
                                         sha256=imported.end.sha256, held=imported.held)
 
@@ -97,13 +98,13 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     async def HoldSession(self, request: pb.HoldSessionRequest,
                           context: grpc.aio.ServicerContext) -> pb.HoldSessionResponse:
         # Waits for the session's writers and a summary run in flight: off the event loop.
-        stored = await asyncio.to_thread(self.app.tenant().transfers.hold, request.session_id, deadline_of(context))
+        stored = await asyncio.to_thread(serving(self.app).transfers.hold, request.session_id, deadline_of(context))
         return pb.HoldSessionResponse(stored=stored)
 
     @translated
     async def ReleaseSession(self, request: pb.ReleaseSessionRequest,
                              context: grpc.aio.ServicerContext) -> pb.ReleaseSessionResponse:
-        released = await asyncio.to_thread(self.app.tenant().transfers.release, request.session_id, request.drop,
+        released = await asyncio.to_thread(serving(self.app).transfers.release, request.session_id, request.drop,
                                            deadline_of(context))
         reply = pb.ReleaseSessionResponse(was_held=released.was_held)
         if released.deleted is not None:
@@ -113,13 +114,18 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     @translated
     async def ListHeldSessions(self, request: pb.ListHeldSessionsRequest,
                                context: grpc.aio.ServicerContext) -> pb.ListHeldSessionsResponse:
-        held, token = self.app.tenant().transfers.held_page(request.page_size, request.page_token)
+        held, token = serving(self.app).transfers.held_page(request.page_size, request.page_token)
         return pb.ListHeldSessionsResponse(session_ids=held, next_page_token=token)
+
+    @translated
+    async def ListTenants(self, request: pb.ListTenantsRequest,
+                          context: grpc.aio.ServicerContext) -> pb.ListTenantsResponse:
+        return pb.ListTenantsResponse(tenants=self.app.tenant_names())
 
     @translated
     async def PauseSessionCreation(self, request: pb.PauseSessionCreationRequest,
                                    context: grpc.aio.ServicerContext) -> pb.PauseSessionCreationResponse:
-        return pb.PauseSessionCreationResponse(paused_until_unix_nano=self.app.tenant().transfers.pause_creation(
+        return pb.PauseSessionCreationResponse(paused_until_unix_nano=serving(self.app).transfers.pause_creation(
             request.seconds))
 
 
@@ -168,7 +174,7 @@ def _proto_part(part: Part) -> dict[str, Any]:
             summary_cursor=None if head.cursor is None else pb.SummaryCursor(
                 message_id=head.cursor.last_id, send_at_unix_nano=head.cursor.send_at),
             recent_messages=head.recent_messages, exported_by=head.exported_by,
-            exported_at_unix_nano=head.exported_at)
+            exported_at_unix_nano=head.exported_at, tenant=tenant_of())
     if part.records:
         fields["messages"] = [pb.ExportedMessage(message=convert.message(record),
                                                  idempotency_key=record.idempotency_key) for record in part.records]

@@ -54,8 +54,10 @@ class Holds:
     """`lease_seconds`: how long a hold lasts unless renewed; `quota`: how many at most."""
 
     def __init__(self, places: TenantLayout, clock: Callable[[], int] = time.time_ns, *,
-                 lease_seconds: float = 600.0, quota: int = 1000):
+                 lease_seconds: float = 600.0, quota: int = 1000, pause: CreationPause | None = None):
         self.places = places
+        self.pause = pause or CreationPause(clock)
+        "Shared by every tenant's holds: a pause is the server's."
         self.clock = clock
         self.lease_ns = int(lease_seconds * NANOS_PER_SECOND)
         self.quota = quota
@@ -66,7 +68,6 @@ class Holds:
         self._held = sorted(self._leases)
         "Held session ids, in order (ListHeldSessions pages through them)."
         self._transient: set[str] = set()
-        self._paused_until = 0
 
     def _marker(self, session_id: str) -> Path:
         return self.places.beside(layout.HELD, session_id)
@@ -164,7 +165,14 @@ class Holds:
             more = start + page_size < len(self._held)
         return page, page[-1] if more and page else ""
 
-    # -- pausing creation --------------------------------------------------------
+
+class CreationPause:
+    """Creating sessions paused on the whole server while shards change, lapsing by itself."""
+
+    def __init__(self, clock: Callable[[], int] = time.time_ns):
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._paused_until = 0
 
     def pause_creation(self, seconds: int) -> int:
         """Refuse creating sessions for `seconds` from now (0: allow again); returns the end, 0 when none."""

@@ -38,6 +38,7 @@ from memsvc.summary import rolling
 from memsvc.summary.cursor import write_cursor
 from memsvc.summary.rolling import InvalidSummary
 from memsvc.transfer.parts import Digest, End, Head, Part
+from memsvc.window.appender import ByteQuota
 from memsvc.window.derived import ArchiveOfRecord
 from memsvc.window.incoming import check_idempotency_key, check_message
 
@@ -55,10 +56,13 @@ class Imported(msgspec.Struct):
 
 
 class Importer:
-    def __init__(self, settings: Settings, moves: Moves, archive: ArchiveOfRecord):
+    """`quota` is the tenant's bytes quota, checked before an import is installed."""
+
+    def __init__(self, settings: Settings, moves: Moves, archive: ArchiveOfRecord, quota: ByteQuota | None = None):
         self.settings = settings
         self.moves = moves
         self.archive = archive
+        self.quota = quota
 
     def recover(self) -> None:
         """At start: undo the imports a crash stopped half way."""
@@ -109,6 +113,9 @@ class Importer:
             if part.head is not None:
                 raise InvalidArgument("an import has one head, in its first part", reason=Reason.IMPORT_OUT_OF_ORDER)
             self._check(head, part.records, digest.last_id)
+            if self.quota is not None:  # counted as it arrives: a failed import's bytes leave at the next measure
+                self.quota.refuse(part.records)
+                self.quota.added(part.records)
             self.archive.appended(session_id, part.records)
             kept = [record for record in part.records if head.first_recent_id and record.id >= head.first_recent_id]
             if kept:

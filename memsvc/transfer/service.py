@@ -122,4 +122,4 @@ class Transfers:
         return self.moves.holds.page(min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE), page_token)
 
     def pause_creation(self, seconds: int) -> int:
-        return self.moves.holds.pause_creation(seconds)
+        return self.moves.holds.pause.pause_creation(seconds)

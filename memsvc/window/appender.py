@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Protocol
 
 import msgspec
 
@@ -62,15 +63,26 @@ class Prepared(msgspec.Struct):
     "Client-supplied embeddings, one per record (empty where absent); None when the Append carried none."
 
 
+class ByteQuota(Protocol):
+    """The bytes a tenant may still store (tenancy/usage.py)."""
+
+    def refuse(self, records: Sequence[Record]) -> None:
+        """Raise RESOURCE_EXHAUSTED when storing `records` would pass the quota."""
+
+    def added(self, records: Sequence[Record]) -> None:
+        """`records` were stored."""
+
+
 class Appender:
     """Appends to the sessions of `store`. `embeddings` takes vectors clients supply (None: refuse them);
     `derived` stores hear of every Append; `on_oversize(session_id)` is called after an Append leaves
     history.json over max_history_bytes (it must return at once: compaction happens elsewhere)."""
 
     def __init__(self, settings: Settings, store: SessionStore, *, derived: Sequence[DerivedStore],
-                 embeddings: EmbeddingSink | None, on_oversize: Callable[[str], None],
+                 embeddings: EmbeddingSink | None, on_oversize: Callable[[str], None], quota: ByteQuota | None = None,
                  clock: Callable[[], int] = time.time_ns):
         self.settings = settings
+        self.quota = quota
         self.store = store
         self.journal = store.journal
         self.derived = tuple(derived)
@@ -130,6 +142,8 @@ class Appender:
                                          reason=Reason.EMBEDDINGS_NOT_ACCEPTED)
             self.embeddings.check(session_id, embeddings)
         records = [self._record(message, idempotency_key) for message in messages]
+        if self.quota is not None:
+            self.quota.refuse(records)
         self.store.storage.check()
         return Prepared(session_id, records, idempotency_key, embeddings if supplied else None)
 
@@ -228,6 +242,8 @@ class Appender:
         lock still, so a Reset or Compact can never overtake this news."""
         records = prepared.records
         session.published(records, prepared.idempotency_key)
+        if self.quota is not None:
+            self.quota.added(records)
         done.set_result(AppendResult(records, replayed=False))
         try:
             if prepared.embeddings is not None and self.embeddings is not None:

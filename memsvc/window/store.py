@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import collections
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -36,14 +36,21 @@ from memsvc.window.derived import DerivedStore
 from memsvc.window.session import Session
 
 
+class CreationGate(Protocol):
+    """The pause of session creation (shards/holds.py)."""
+
+    def refuse_creation(self) -> None:
+        """Raise UNAVAILABLE while creating sessions is paused."""
+
+
 class HoldGate(Protocol):
     """Sessions held while they move (shards/holds.py), and the pause of session creation."""
 
     def refuse(self, session_id: str) -> None:
         """Raise UNAVAILABLE while the session is held."""
 
-    def refuse_creation(self) -> None:
-        """Raise UNAVAILABLE while creating sessions is paused."""
+    @property
+    def pause(self) -> CreationGate: ...
 
 
 class IntentGate(Protocol):
@@ -59,8 +66,12 @@ class SessionStore:
     """Every session of one tenant's sessions directory; `derived` stores hear of every open and close."""
 
     def __init__(self, settings: Settings, places: TenantLayout, journal: Journal, *, holds: HoldGate,
-                 intents: IntentGate, derived: Sequence[DerivedStore], storage: durable.DataPaths):
+                 intents: IntentGate, derived: Sequence[DerivedStore], storage: durable.DataPaths,
+                 max_sessions: Callable[[], int] | None = None):
+        """`max_sessions()`: how many sessions the tenant may store, read at each new one (default: the
+        max_sessions setting)."""
         self.settings = settings
+        self.max_sessions = max_sessions or (lambda: settings.max_sessions)
         self.places = places
         self.journal = journal
         self.holds = holds
@@ -201,7 +212,7 @@ class SessionStore:
 
     def create(self, session: Session) -> None:
         """Make a new session's directory if max_sessions allows one more; the caller holds its lock."""
-        self.holds.refuse_creation()
+        self.holds.pause.refuse_creation()
         with self._registry:
             self._refuse_one_more()
             self.stored += 1
@@ -224,8 +235,14 @@ class SessionStore:
         durable.publish(staging, session.directory)
 
     def _refuse_one_more(self) -> None:
-        """RESOURCE_EXHAUSTED when max_sessions are stored; the caller holds the registry's lock."""
-        if self.stored >= self.settings.max_sessions:
+        """RESOURCE_EXHAUSTED when the quota of sessions is stored; the caller holds the registry's lock."""
+        quota = self.max_sessions()
+        if self.stored >= quota:
+            if quota < self.settings.max_sessions:
+                raise ResourceExhausted(
+                    f"tenant {self.places.name!r} already stores {self.stored} sessions, its max_sessions (tenants "
+                    "file): remove one or raise the quota; existing sessions keep working",
+                    reason=Reason.TENANT_QUOTA, metadata={"quota": "max_sessions", "limit": str(quota)})
             raise ResourceExhausted(
                 f"this server already stores {self.stored} sessions (max_sessions): remove one or raise the "
                 "setting; existing sessions keep working", reason=Reason.SESSION_QUOTA_EXCEEDED)

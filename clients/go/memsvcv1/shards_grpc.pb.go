@@ -50,6 +50,13 @@ type ShardServiceClient interface {
 	// ReleaseSession, except GetServerInfo, ExportSession, ImportSession and
 	// ReleaseSession; the hold survives a restart. Holding a session this
 	// server does not store reserves its id for an ImportSession.
+	//
+	// A hold is a lease of hold_lease_seconds (GetServerInfo), renewed by
+	// calling HoldSession again; one left to lapse ends by itself: a
+	// reservation first (an import made under it is removed: the move is
+	// aborted), a stored session's hold half a lease later (it is served here
+	// again), so the two ends of a move never both take writes for it. At most
+	// max_held_sessions are held: RESOURCE_EXHAUSTED (HOLD_QUOTA_EXCEEDED).
 	HoldSession(ctx context.Context, in *HoldSessionRequest, opts ...grpc.CallOption) (*HoldSessionResponse, error)
 	// ReleaseSession ends a hold. With drop, the session is first removed
 	// from every store of this server: it has moved to another shard.
@@ -62,6 +69,11 @@ type ShardServiceClient interface {
 	// SESSION_CREATION_PAUSED); existing sessions keep working. A pause ends
 	// by itself, so a resharding tool that dies cannot leave it on.
 	PauseSessionCreation(ctx context.Context, in *PauseSessionCreationRequest, opts ...grpc.CallOption) (*PauseSessionCreationResponse, error)
+	// ListTenants names the tenants this server serves: those its tenants
+	// file names, and "default". An admin of every tenant acts for each by
+	// naming it in the request metadata "memsvc-tenant" (a resharding tool
+	// moves every tenant's sessions so).
+	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
 }
 
 type shardServiceClient struct {
@@ -183,6 +195,15 @@ func (c *shardServiceClient) PauseSessionCreation(ctx context.Context, in *Pause
 	return out, nil
 }
 
+func (c *shardServiceClient) ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error) {
+	out := new(ListTenantsResponse)
+	err := c.cc.Invoke(ctx, "/memsvc.v1.ShardService/ListTenants", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServiceServer is the server API for ShardService service.
 // All implementations must embed UnimplementedShardServiceServer
 // for forward compatibility
@@ -220,6 +241,13 @@ type ShardServiceServer interface {
 	// ReleaseSession, except GetServerInfo, ExportSession, ImportSession and
 	// ReleaseSession; the hold survives a restart. Holding a session this
 	// server does not store reserves its id for an ImportSession.
+	//
+	// A hold is a lease of hold_lease_seconds (GetServerInfo), renewed by
+	// calling HoldSession again; one left to lapse ends by itself: a
+	// reservation first (an import made under it is removed: the move is
+	// aborted), a stored session's hold half a lease later (it is served here
+	// again), so the two ends of a move never both take writes for it. At most
+	// max_held_sessions are held: RESOURCE_EXHAUSTED (HOLD_QUOTA_EXCEEDED).
 	HoldSession(context.Context, *HoldSessionRequest) (*HoldSessionResponse, error)
 	// ReleaseSession ends a hold. With drop, the session is first removed
 	// from every store of this server: it has moved to another shard.
@@ -232,6 +260,11 @@ type ShardServiceServer interface {
 	// SESSION_CREATION_PAUSED); existing sessions keep working. A pause ends
 	// by itself, so a resharding tool that dies cannot leave it on.
 	PauseSessionCreation(context.Context, *PauseSessionCreationRequest) (*PauseSessionCreationResponse, error)
+	// ListTenants names the tenants this server serves: those its tenants
+	// file names, and "default". An admin of every tenant acts for each by
+	// naming it in the request metadata "memsvc-tenant" (a resharding tool
+	// moves every tenant's sessions so).
+	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
 	mustEmbedUnimplementedShardServiceServer()
 }
 
@@ -259,6 +292,9 @@ func (UnimplementedShardServiceServer) ListHeldSessions(context.Context, *ListHe
 }
 func (UnimplementedShardServiceServer) PauseSessionCreation(context.Context, *PauseSessionCreationRequest) (*PauseSessionCreationResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PauseSessionCreation not implemented")
+}
+func (UnimplementedShardServiceServer) ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTenants not implemented")
 }
 func (UnimplementedShardServiceServer) mustEmbedUnimplementedShardServiceServer() {}
 
@@ -410,6 +446,24 @@ func _ShardService_PauseSessionCreation_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ShardService_ListTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServiceServer).ListTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/memsvc.v1.ShardService/ListTenants",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServiceServer).ListTenants(ctx, req.(*ListTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _ShardService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "memsvc.v1.ShardService",
 	HandlerType: (*ShardServiceServer)(nil),
@@ -433,6 +487,10 @@ var _ShardService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PauseSessionCreation",
 			Handler:    _ShardService_PauseSessionCreation_Handler,
+		},
+		{
+			MethodName: "ListTenants",
+			Handler:    _ShardService_ListTenants_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

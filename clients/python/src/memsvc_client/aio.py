@@ -272,3 +272,7 @@ class AsyncClient(Connection):
     async def pause_session_creation(self, seconds: int, *,
                                      timeout: float | None = None) -> r.PauseSessionCreationResponse:
         return await self._call("PauseSessionCreation", {"seconds": seconds}, timeout)
+
+    async def list_tenants(self, *, timeout: float | None = None) -> r.ListTenantsResponse:
+        """The tenants the server serves (an admin's call)."""
+        return await self._call("ListTenants", {}, timeout)

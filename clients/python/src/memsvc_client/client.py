@@ -242,3 +242,7 @@ class Client(Connection):
                                timeout: float | None = None) -> r.PauseSessionCreationResponse:
         """Refuse Appends creating a session for `seconds` (0 ends the pause); it ends by itself."""
         return self._call("PauseSessionCreation", {"seconds": seconds}, timeout)
+
+    def list_tenants(self, *, timeout: float | None = None) -> r.ListTenantsResponse:
+        """The tenants the server serves (an admin's call)."""
+        return self._call("ListTenants", {}, timeout)

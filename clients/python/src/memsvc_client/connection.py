@@ -25,7 +25,7 @@ from memsvc_client import results
 from memsvc_client.convert import fields_of, to_proto
 from memsvc_client.errors import ResourceExhaustedError
 from memsvc_client.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-from memsvc_client.rpcs import RPCS, SESSION_METADATA, Rpc, session_header
+from memsvc_client.rpcs import RPCS, SESSION_METADATA, TENANT_METADATA, Rpc, session_header
 
 Twin = TypeVar("Twin", bound="Connection")
 
@@ -105,14 +105,17 @@ class Connection:
     """grpc or grpc.aio: where the channel comes from."""
 
     def __init__(self, target: str, *, timeout: float = DEFAULT_TIMEOUT, token: str | None = None,
-                 tls: bool = False, root_certificates: bytes | None = None, private_key: bytes | None = None,
-                 certificate_chain: bytes | None = None, options: Sequence[tuple[str, Any]] = (),
-                 retry: RetryPolicy | None = DEFAULT_RETRY, max_request_bytes: int = MAX_REQUEST_BYTES):
+                 tenant: str | None = None, tls: bool = False, root_certificates: bytes | None = None,
+                 private_key: bytes | None = None, certificate_chain: bytes | None = None,
+                 options: Sequence[tuple[str, Any]] = (), retry: RetryPolicy | None = DEFAULT_RETRY,
+                 max_request_bytes: int = MAX_REQUEST_BYTES):
         self.target = target
         self.timeout = timeout
         self.retry = retry or NO_RETRY
         self.max_request_bytes = max_request_bytes
         self.metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        if tenant:  # an admin of every tenant acting for this one
+            self.metadata += ((TENANT_METADATA, tenant),)
         self.credentials: grpc.ChannelCredentials | None = None
         if tls or root_certificates or certificate_chain:
             if target.startswith("unix:"):
@@ -122,7 +125,7 @@ class Connection:
         # The caller's options come first: grpcio takes the first of a repeated option.
         self.options = [*options, ("grpc.max_receive_message_length", max_request_bytes)]
         self.settings: dict[str, Any] = {
-            "timeout": timeout, "token": token, "tls": tls, "root_certificates": root_certificates,
+            "timeout": timeout, "token": token, "tenant": tenant, "tls": tls, "root_certificates": root_certificates,
             "private_key": private_key, "certificate_chain": certificate_chain, "options": list(options),
             "retry": retry, "max_request_bytes": max_request_bytes}
         """The arguments this connection was made with, for a twin of the other kind."""

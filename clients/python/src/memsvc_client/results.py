@@ -230,6 +230,7 @@ class SessionHead:
     recent_messages: int = 0
     exported_by: str = ""
     exported_at_unix_nano: int = 0
+    tenant: str = ""
 
 
 @_result
@@ -278,6 +279,11 @@ class ReleaseSessionResponse:
 class ListHeldSessionsResponse:
     session_ids: list[str] = field(default_factory=list)
     next_page_token: str = ""
+
+
+@_result
+class ListTenantsResponse:
+    tenants: list[str] = field(default_factory=list)
 
 
 @_result

@@ -18,6 +18,8 @@ from google.protobuf.message import Message as ProtoMessage
 from memsvc_client import results
 from memsvc_client.v1 import error_memory_pb2, fit_pb2, memory_pb2, shards_pb2
 
+TENANT_METADATA = "memsvc-tenant"
+"""Request metadata naming the tenant an admin of every tenant acts for (a server with tenants_file)."""
 SESSION_METADATA = "memsvc-session"
 """Request metadata naming the session a call acts on, percent-encoded (`session_header`): a proxy in
 front of shards routes by it."""

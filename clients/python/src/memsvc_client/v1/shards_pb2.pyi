@@ -58,7 +58,7 @@ class ExportSessionResponse(_message.Message):
     def __init__(self, head: _Optional[_Union[SessionHead, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[ExportedMessage, _Mapping]]] = ..., end: _Optional[_Union[ExportEnd, _Mapping]] = ...) -> None: ...
 
 class SessionHead(_message.Message):
-    __slots__ = ("session_id", "next_id", "first_recent_id", "start_at_unix_nano", "summary_json", "summary_cursor", "recent_messages", "exported_by", "exported_at_unix_nano")
+    __slots__ = ("session_id", "next_id", "first_recent_id", "start_at_unix_nano", "summary_json", "summary_cursor", "recent_messages", "exported_by", "exported_at_unix_nano", "tenant")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_ID_FIELD_NUMBER: _ClassVar[int]
     FIRST_RECENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +68,7 @@ class SessionHead(_message.Message):
     RECENT_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EXPORTED_BY_FIELD_NUMBER: _ClassVar[int]
     EXPORTED_AT_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     next_id: int
     first_recent_id: int
@@ -77,7 +78,8 @@ class SessionHead(_message.Message):
     recent_messages: int
     exported_by: str
     exported_at_unix_nano: int
-    def __init__(self, session_id: _Optional[str] = ..., next_id: _Optional[int] = ..., first_recent_id: _Optional[int] = ..., start_at_unix_nano: _Optional[int] = ..., summary_json: _Optional[str] = ..., summary_cursor: _Optional[_Union[SummaryCursor, _Mapping]] = ..., recent_messages: _Optional[int] = ..., exported_by: _Optional[str] = ..., exported_at_unix_nano: _Optional[int] = ...) -> None: ...
+    tenant: str
+    def __init__(self, session_id: _Optional[str] = ..., next_id: _Optional[int] = ..., first_recent_id: _Optional[int] = ..., start_at_unix_nano: _Optional[int] = ..., summary_json: _Optional[str] = ..., summary_cursor: _Optional[_Union[SummaryCursor, _Mapping]] = ..., recent_messages: _Optional[int] = ..., exported_by: _Optional[str] = ..., exported_at_unix_nano: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class SummaryCursor(_message.Message):
     __slots__ = ("message_id", "send_at_unix_nano")
@@ -182,3 +184,13 @@ class PauseSessionCreationResponse(_message.Message):
     PAUSED_UNTIL_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     paused_until_unix_nano: int
     def __init__(self, paused_until_unix_nano: _Optional[int] = ...) -> None: ...
+
+class ListTenantsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTenantsResponse(_message.Message):
+    __slots__ = ("tenants",)
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
+    tenants: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenants: _Optional[_Iterable[str]] = ...) -> None: ...

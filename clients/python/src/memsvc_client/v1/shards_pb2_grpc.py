@@ -80,6 +80,11 @@ class ShardServiceStub:
                 request_serializer=memsvc_dot_v1_dot_shards__pb2.PauseSessionCreationRequest.SerializeToString,
                 response_deserializer=memsvc_dot_v1_dot_shards__pb2.PauseSessionCreationResponse.FromString,
                 _registered_method=True)
+        self.ListTenants = channel.unary_unary(
+                '/memsvc.v1.ShardService/ListTenants',
+                request_serializer=memsvc_dot_v1_dot_shards__pb2.ListTenantsRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_shards__pb2.ListTenantsResponse.FromString,
+                _registered_method=True)
 
 
 class ShardServiceServicer:
@@ -183,6 +188,16 @@ class ShardServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTenants(self, request, context):
+        """ListTenants names the tenants this server serves: those its tenants
+        file names, and "default". An admin of every tenant acts for each by
+        naming it in the request metadata "memsvc-tenant" (a resharding tool
+        moves every tenant's sessions so).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ShardServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -220,6 +235,11 @@ def add_ShardServiceServicer_to_server(servicer, server):
                     servicer.PauseSessionCreation,
                     request_deserializer=memsvc_dot_v1_dot_shards__pb2.PauseSessionCreationRequest.FromString,
                     response_serializer=memsvc_dot_v1_dot_shards__pb2.PauseSessionCreationResponse.SerializeToString,
+            ),
+            'ListTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenants,
+                    request_deserializer=memsvc_dot_v1_dot_shards__pb2.ListTenantsRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_shards__pb2.ListTenantsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -422,6 +442,33 @@ class ShardService:
             '/memsvc.v1.ShardService/PauseSessionCreation',
             memsvc_dot_v1_dot_shards__pb2.PauseSessionCreationRequest.SerializeToString,
             memsvc_dot_v1_dot_shards__pb2.PauseSessionCreationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.ShardService/ListTenants',
+            memsvc_dot_v1_dot_shards__pb2.ListTenantsRequest.SerializeToString,
+            memsvc_dot_v1_dot_shards__pb2.ListTenantsResponse.FromString,
             options,
             channel_credentials,
             insecure,

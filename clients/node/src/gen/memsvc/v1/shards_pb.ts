@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/shards.proto.
  */
 export const file_memsvc_v1_shards: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1zdmMvdjEvc2hhcmRzLnByb3RvEgltZW1zdmMudjEiKgoUR2V0U2VydmVySW5mb1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSL/AQoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhIKCnNoYXJkX25hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIYChBjb250cmFjdF92ZXJzaW9uGAMgASgJEhMKC2RhdGFfZGlyX2lkGAQgASgJEhwKFHN0YXJ0ZWRfYXRfdW5peF9uYW5vGAUgASgDEhYKDnNlc3Npb25fc3RvcmVkGAYgASgIEhQKDHNlc3Npb25faGVsZBgHIAEoCBIVCg1oZWxkX3Nlc3Npb25zGAggASgNEi8KJ3Nlc3Npb25fY3JlYXRpb25fcGF1c2VkX3VudGlsX3VuaXhfbmFubxgJIAEoAyI9ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoDSKOAQoVRXhwb3J0U2Vzc2lvblJlc3BvbnNlEiQKBGhlYWQYASABKAsyFi5tZW1zdmMudjEuU2Vzc2lvbkhlYWQSLAoIbWVzc2FnZXMYAiADKAsyGi5tZW1zdmMudjEuRXhwb3J0ZWRNZXNzYWdlEiEKA2VuZBgDIAEoCzIULm1lbXN2Yy52MS5FeHBvcnRFbmQi/AEKC1Nlc3Npb25IZWFkEhIKCnNlc3Npb25faWQYASABKAkSDwoHbmV4dF9pZBgCIAEoBBIXCg9maXJzdF9yZWNlbnRfaWQYAyABKAQSGgoSc3RhcnRfYXRfdW5peF9uYW5vGAQgASgDEhQKDHN1bW1hcnlfanNvbhgFIAEoCRIwCg5zdW1tYXJ5X2N1cnNvchgGIAEoCzIYLm1lbXN2Yy52MS5TdW1tYXJ5Q3Vyc29yEhcKD3JlY2VudF9tZXNzYWdlcxgHIAEoBBITCgtleHBvcnRlZF9ieRgIIAEoCRIdChVleHBvcnRlZF9hdF91bml4X25hbm8YCSABKAMiPgoNU3VtbWFyeUN1cnNvchISCgptZXNzYWdlX2lkGAEgASgEEhkKEXNlbmRfYXRfdW5peF9uYW5vGAIgASgDIk8KD0V4cG9ydGVkTWVzc2FnZRIjCgdtZXNzYWdlGAEgASgLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIj4KCUV4cG9ydEVuZBIQCghtZXNzYWdlcxgBIAEoBBIPCgdsYXN0X2lkGAIgASgEEg4KBnNoYTI1NhgDIAEoCSKNAQoUSW1wb3J0U2Vzc2lvblJlcXVlc3QSJAoEaGVhZBgBIAEoCzIWLm1lbXN2Yy52MS5TZXNzaW9uSGVhZBIsCghtZXNzYWdlcxgCIAMoCzIaLm1lbXN2Yy52MS5FeHBvcnRlZE1lc3NhZ2USIQoDZW5kGAMgASgLMhQubWVtc3ZjLnYxLkV4cG9ydEVuZCJbChVJbXBvcnRTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghtZXNzYWdlcxgCIAEoBBIOCgZzaGEyNTYYAyABKAkSDAoEaGVsZBgEIAEoCCIoChJIb2xkU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSIlChNIb2xkU2Vzc2lvblJlc3BvbnNlEg4KBnN0b3JlZBgBIAEoCCI5ChVSZWxlYXNlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRkcm9wGAIgASgIIk8KFlJlbGVhc2VTZXNzaW9uUmVzcG9uc2USEAoId2FzX2hlbGQYASABKAgSIwoHZGVsZXRlZBgCIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkIkAKF0xpc3RIZWxkU2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIkgKGExpc3RIZWxkU2Vzc2lvbnNSZXNwb25zZRITCgtzZXNzaW9uX2lkcxgBIAMoCRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiLgobUGF1c2VTZXNzaW9uQ3JlYXRpb25SZXF1ZXN0Eg8KB3NlY29uZHMYASABKA0iPgocUGF1c2VTZXNzaW9uQ3JlYXRpb25SZXNwb25zZRIeChZwYXVzZWRfdW50aWxfdW5peF9uYW5vGAEgASgDMpcFCgxTaGFyZFNlcnZpY2USVwoNR2V0U2VydmVySW5mbxIfLm1lbXN2Yy52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBogLm1lbXN2Yy52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2UiA5ACARJZCg1FeHBvcnRTZXNzaW9uEh8ubWVtc3ZjLnYxLkV4cG9ydFNlc3Npb25SZXF1ZXN0GiAubWVtc3ZjLnYxLkV4cG9ydFNlc3Npb25SZXNwb25zZSIDkAIBMAESVAoNSW1wb3J0U2Vzc2lvbhIfLm1lbXN2Yy52MS5JbXBvcnRTZXNzaW9uUmVxdWVzdBogLm1lbXN2Yy52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJRCgtIb2xkU2Vzc2lvbhIdLm1lbXN2Yy52MS5Ib2xkU2Vzc2lvblJlcXVlc3QaHi5tZW1zdmMudjEuSG9sZFNlc3Npb25SZXNwb25zZSIDkAICEloKDlJlbGVhc2VTZXNzaW9uEiAubWVtc3ZjLnYxLlJlbGVhc2VTZXNzaW9uUmVxdWVzdBohLm1lbXN2Yy52MS5SZWxlYXNlU2Vzc2lvblJlc3BvbnNlIgOQAgISYAoQTGlzdEhlbGRTZXNzaW9ucxIiLm1lbXN2Yy52MS5MaXN0SGVsZFNlc3Npb25zUmVxdWVzdBojLm1lbXN2Yy52MS5MaXN0SGVsZFNlc3Npb25zUmVzcG9uc2UiA5ACARJsChRQYXVzZVNlc3Npb25DcmVhdGlvbhImLm1lbXN2Yy52MS5QYXVzZVNlc3Npb25DcmVhdGlvblJlcXVlc3QaJy5tZW1zdmMudjEuUGF1c2VTZXNzaW9uQ3JlYXRpb25SZXNwb25zZSIDkAICQilaJ21lbXN2Yy5kZXYvY2xpZW50cy9nby9tZW1zdmN2MTttZW1zdmN2MWIGcHJvdG8z", [file_memsvc_v1_memory]);
+  fileDesc("ChZtZW1zdmMvdjEvc2hhcmRzLnByb3RvEgltZW1zdmMudjEiKgoUR2V0U2VydmVySW5mb1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSLBAgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhIKCnNoYXJkX25hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIYChBjb250cmFjdF92ZXJzaW9uGAMgASgJEhMKC2RhdGFfZGlyX2lkGAQgASgJEhwKFHN0YXJ0ZWRfYXRfdW5peF9uYW5vGAUgASgDEhYKDnNlc3Npb25fc3RvcmVkGAYgASgIEhQKDHNlc3Npb25faGVsZBgHIAEoCBIVCg1oZWxkX3Nlc3Npb25zGAggASgNEi8KJ3Nlc3Npb25fY3JlYXRpb25fcGF1c2VkX3VudGlsX3VuaXhfbmFubxgJIAEoAxIaChJob2xkX2xlYXNlX3NlY29uZHMYCiABKAESJAocc2Vzc2lvbl9ob2xkX3VudGlsX3VuaXhfbmFubxgLIAEoAyI9ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoDSKOAQoVRXhwb3J0U2Vzc2lvblJlc3BvbnNlEiQKBGhlYWQYASABKAsyFi5tZW1zdmMudjEuU2Vzc2lvbkhlYWQSLAoIbWVzc2FnZXMYAiADKAsyGi5tZW1zdmMudjEuRXhwb3J0ZWRNZXNzYWdlEiEKA2VuZBgDIAEoCzIULm1lbXN2Yy52MS5FeHBvcnRFbmQijAIKC1Nlc3Npb25IZWFkEhIKCnNlc3Npb25faWQYASABKAkSDwoHbmV4dF9pZBgCIAEoBBIXCg9maXJzdF9yZWNlbnRfaWQYAyABKAQSGgoSc3RhcnRfYXRfdW5peF9uYW5vGAQgASgDEhQKDHN1bW1hcnlfanNvbhgFIAEoCRIwCg5zdW1tYXJ5X2N1cnNvchgGIAEoCzIYLm1lbXN2Yy52MS5TdW1tYXJ5Q3Vyc29yEhcKD3JlY2VudF9tZXNzYWdlcxgHIAEoBBITCgtleHBvcnRlZF9ieRgIIAEoCRIdChVleHBvcnRlZF9hdF91bml4X25hbm8YCSABKAMSDgoGdGVuYW50GAogASgJIj4KDVN1bW1hcnlDdXJzb3ISEgoKbWVzc2FnZV9pZBgBIAEoBBIZChFzZW5kX2F0X3VuaXhfbmFubxgCIAEoAyJPCg9FeHBvcnRlZE1lc3NhZ2USIwoHbWVzc2FnZRgBIAEoCzISLm1lbXN2Yy52MS5NZXNzYWdlEhcKD2lkZW1wb3RlbmN5X2tleRgCIAEoCSI+CglFeHBvcnRFbmQSEAoIbWVzc2FnZXMYASABKAQSDwoHbGFzdF9pZBgCIAEoBBIOCgZzaGEyNTYYAyABKAkijQEKFEltcG9ydFNlc3Npb25SZXF1ZXN0EiQKBGhlYWQYASABKAsyFi5tZW1zdmMudjEuU2Vzc2lvbkhlYWQSLAoIbWVzc2FnZXMYAiADKAsyGi5tZW1zdmMudjEuRXhwb3J0ZWRNZXNzYWdlEiEKA2VuZBgDIAEoCzIULm1lbXN2Yy52MS5FeHBvcnRFbmQiWwoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSEAoIbWVzc2FnZXMYAiABKAQSDgoGc2hhMjU2GAMgASgJEgwKBGhlbGQYBCABKAgiKAoSSG9sZFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiJQoTSG9sZFNlc3Npb25SZXNwb25zZRIOCgZzdG9yZWQYASABKAgiOQoVUmVsZWFzZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDAoEZHJvcBgCIAEoCCJPChZSZWxlYXNlU2Vzc2lvblJlc3BvbnNlEhAKCHdhc19oZWxkGAEgASgIEiMKB2RlbGV0ZWQYAiABKAsyEi5tZW1zdmMudjEuRGVsZXRlZCJAChdMaXN0SGVsZFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJIChhMaXN0SGVsZFNlc3Npb25zUmVzcG9uc2USEwoLc2Vzc2lvbl9pZHMYASADKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIi4KG1BhdXNlU2Vzc2lvbkNyZWF0aW9uUmVxdWVzdBIPCgdzZWNvbmRzGAEgASgNIj4KHFBhdXNlU2Vzc2lvbkNyZWF0aW9uUmVzcG9uc2USHgoWcGF1c2VkX3VudGlsX3VuaXhfbmFubxgBIAEoAyIUChJMaXN0VGVuYW50c1JlcXVlc3QiJgoTTGlzdFRlbmFudHNSZXNwb25zZRIPCgd0ZW5hbnRzGAEgAygJMuoFCgxTaGFyZFNlcnZpY2USVwoNR2V0U2VydmVySW5mbxIfLm1lbXN2Yy52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBogLm1lbXN2Yy52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2UiA5ACARJZCg1FeHBvcnRTZXNzaW9uEh8ubWVtc3ZjLnYxLkV4cG9ydFNlc3Npb25SZXF1ZXN0GiAubWVtc3ZjLnYxLkV4cG9ydFNlc3Npb25SZXNwb25zZSIDkAIBMAESVAoNSW1wb3J0U2Vzc2lvbhIfLm1lbXN2Yy52MS5JbXBvcnRTZXNzaW9uUmVxdWVzdBogLm1lbXN2Yy52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJRCgtIb2xkU2Vzc2lvbhIdLm1lbXN2Yy52MS5Ib2xkU2Vzc2lvblJlcXVlc3QaHi5tZW1zdmMudjEuSG9sZFNlc3Npb25SZXNwb25zZSIDkAICEloKDlJlbGVhc2VTZXNzaW9uEiAubWVtc3ZjLnYxLlJlbGVhc2VTZXNzaW9uUmVxdWVzdBohLm1lbXN2Yy52MS5SZWxlYXNlU2Vzc2lvblJlc3BvbnNlIgOQAgISYAoQTGlzdEhlbGRTZXNzaW9ucxIiLm1lbXN2Yy52MS5MaXN0SGVsZFNlc3Npb25zUmVxdWVzdBojLm1lbXN2Yy52MS5MaXN0SGVsZFNlc3Npb25zUmVzcG9uc2UiA5ACARJsChRQYXVzZVNlc3Npb25DcmVhdGlvbhImLm1lbXN2Yy52MS5QYXVzZVNlc3Npb25DcmVhdGlvblJlcXVlc3QaJy5tZW1zdmMudjEuUGF1c2VTZXNzaW9uQ3JlYXRpb25SZXNwb25zZSIDkAICElEKC0xpc3RUZW5hbnRzEh0ubWVtc3ZjLnYxLkxpc3RUZW5hbnRzUmVxdWVzdBoeLm1lbXN2Yy52MS5MaXN0VGVuYW50c1Jlc3BvbnNlIgOQAgFCKVonbWVtc3ZjLmRldi9jbGllbnRzL2dvL21lbXN2Y3YxO21lbXN2Y3YxYgZwcm90bzM", [file_memsvc_v1_memory]);
 
 /**
  * GetServerInfoRequest asks a server who it is.
@@ -106,6 +106,23 @@ export type GetServerInfoResponse = Message<"memsvc.v1.GetServerInfoResponse"> &
    * @generated from field: int64 session_creation_paused_until_unix_nano = 9;
    */
   sessionCreationPausedUntilUnixNano: bigint;
+
+  /**
+   * How long a hold lasts unless HoldSession renews it (the
+   * hold_lease_seconds setting); a tool moving sessions renews its holds
+   * well within it.
+   *
+   * @generated from field: double hold_lease_seconds = 10;
+   */
+  holdLeaseSeconds: number;
+
+  /**
+   * With session_id, when the session is held: until when its lease runs,
+   * UTC Unix nanoseconds.
+   *
+   * @generated from field: int64 session_hold_until_unix_nano = 11;
+   */
+  sessionHoldUntilUnixNano: bigint;
 };
 
 /**
@@ -256,6 +273,15 @@ export type SessionHead = Message<"memsvc.v1.SessionHead"> & {
    * @generated from field: int64 exported_at_unix_nano = 9;
    */
   exportedAtUnixNano: bigint;
+
+  /**
+   * The tenant it was exported from. An import lands in its caller's
+   * tenant whatever this says (an admin of every tenant names another in
+   * the "memsvc-tenant" metadata).
+   *
+   * @generated from field: string tenant = 10;
+   */
+  tenant: string;
 };
 
 /**
@@ -643,6 +669,42 @@ export const PauseSessionCreationResponseSchema: GenMessage<PauseSessionCreation
   messageDesc(file_memsvc_v1_shards, 17);
 
 /**
+ * ListTenantsRequest asks for the tenants.
+ *
+ * @generated from message memsvc.v1.ListTenantsRequest
+ */
+export type ListTenantsRequest = Message<"memsvc.v1.ListTenantsRequest"> & {
+};
+
+/**
+ * Describes the message memsvc.v1.ListTenantsRequest.
+ * Use `create(ListTenantsRequestSchema)` to create a new message.
+ */
+export const ListTenantsRequestSchema: GenMessage<ListTenantsRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_shards, 18);
+
+/**
+ * ListTenantsResponse names them.
+ *
+ * @generated from message memsvc.v1.ListTenantsResponse
+ */
+export type ListTenantsResponse = Message<"memsvc.v1.ListTenantsResponse"> & {
+  /**
+   * The tenants' names, in order.
+   *
+   * @generated from field: repeated string tenants = 1;
+   */
+  tenants: string[];
+};
+
+/**
+ * Describes the message memsvc.v1.ListTenantsResponse.
+ * Use `create(ListTenantsResponseSchema)` to create a new message.
+ */
+export const ListTenantsResponseSchema: GenMessage<ListTenantsResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_shards, 19);
+
+/**
  * ShardService is what one server tells and does about itself and the
  * sessions it stores, for running several servers as shards behind a proxy
  * that routes by the "memsvc-session" metadata: which server answered, a
@@ -717,6 +779,13 @@ export const ShardService: GenService<{
    * ReleaseSession; the hold survives a restart. Holding a session this
    * server does not store reserves its id for an ImportSession.
    *
+   * A hold is a lease of hold_lease_seconds (GetServerInfo), renewed by
+   * calling HoldSession again; one left to lapse ends by itself: a
+   * reservation first (an import made under it is removed: the move is
+   * aborted), a stored session's hold half a lease later (it is served here
+   * again), so the two ends of a move never both take writes for it. At most
+   * max_held_sessions are held: RESOURCE_EXHAUSTED (HOLD_QUOTA_EXCEEDED).
+   *
    * @generated from rpc memsvc.v1.ShardService.HoldSession
    */
   holdSession: {
@@ -758,6 +827,19 @@ export const ShardService: GenService<{
     methodKind: "unary";
     input: typeof PauseSessionCreationRequestSchema;
     output: typeof PauseSessionCreationResponseSchema;
+  },
+  /**
+   * ListTenants names the tenants this server serves: those its tenants
+   * file names, and "default". An admin of every tenant acts for each by
+   * naming it in the request metadata "memsvc-tenant" (a resharding tool
+   * moves every tenant's sessions so).
+   *
+   * @generated from rpc memsvc.v1.ShardService.ListTenants
+   */
+  listTenants: {
+    methodKind: "unary";
+    input: typeof ListTenantsRequestSchema;
+    output: typeof ListTenantsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_memsvc_v1_shards, 0);

@@ -1,0 +1,204 @@
+"""Who may call what, for whom: the caller a call's bearer token names, the role each RPC needs, the tenant it acts for.
+
+Owns the role every RPC needs (read: calls that only read; write: those that
+change the caller's own memory; admin: the server-wide calls), how a caller
+is found (`Access.caller`: open on loopback and unix sockets with neither
+token_file nor tenants_file, one admin of the default tenant with
+token_file, the tenants file's entries with tenants_file), the tenant a call
+acts for (the caller's own; an admin of every tenant names one in the
+`memsvc-tenant` metadata, which must be a tenant the file knows), and the
+current call's tenant for the servicers (`tenant_of`). The same checks serve
+gRPC (the interceptor here) and HTTP (http/gate.py). Must never log, echo or
+store a token or the authorization header.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+from collections.abc import Sequence
+
+import grpc
+
+from memsvc.app import App, Tenant
+from memsvc.core.errors import MemsvcError, PermissionDenied, Unauthenticated
+from memsvc.core.reasons import Reason
+from memsvc.rpc import audit
+from memsvc.rpc.handlers import Behaviour, rewrap
+from memsvc.rpc.status import to_status
+from memsvc.tenancy.tenants import ANY, DEFAULT, OPEN, SINGLE, Caller, Directory, Role
+
+AUTHORIZATION = "authorization"
+TENANT_METADATA = "memsvc-tenant"
+"Request metadata (HTTP header) naming the tenant an admin of every tenant acts for."
+SCHEME = "bearer"
+OPEN_METHODS = ("/grpc.health.v1.Health/Check",)
+"""Served without a token: probes cannot carry one. Health Watch needs a token on the main listeners:
+streams held open by anyone would take the places (max_concurrent_rpcs) token holders need; the
+health port serves Watch without one."""
+
+_READ = ("GetContext", "Search", "GetSummary", "ListSessions", "ListMessages", "LookupErrors", "SearchErrors",
+         "ListErrors", "ExportSession", "FitContext")
+_WRITE = ("Append", "Compact", "Summarize", "Reset", "RemoveSession", "DeleteMessages", "ReplaceMessages",
+          "RecordError", "UpdateErrorAction", "DeleteError", "ImportSession")
+_ADMIN = ("GetServerInfo", "HoldSession", "ReleaseSession", "ListHeldSessions", "PauseSessionCreation",
+          "ListTenants")
+ROLES: dict[str, Role] = {**dict.fromkeys(_READ, "read"), **dict.fromkeys(_WRITE, "write"),
+                          **dict.fromkeys(_ADMIN, "admin")}
+"The role each memsvc RPC needs, by method name; any other method (health Watch, reflection) any caller may make."
+FIT_WITH_SESSION: Role = "write"
+"FitContext folding into a session's summary changes that session: write."
+
+_CALLER: contextvars.ContextVar[tuple[Caller, str]] = contextvars.ContextVar("memsvc_caller")
+"The current call's caller and the tenant it acts for, set around each servicer method."
+
+
+class Access:
+    """How callers are found: `directory` (tenants_file) or `token` (token_file), else open."""
+
+    def __init__(self, *, token: bytes | None = None, directory: Directory | None = None):
+        self.token = token
+        self.directory = directory
+
+    @property
+    def open(self) -> bool:
+        return self.token is None and self.directory is None
+
+    def caller(self, authorization: str | bytes | None) -> Caller:
+        """Who presents this authorization header; UNAUTHENTICATED when no one the server knows."""
+        if self.open:
+            return OPEN
+        if authorization is None:
+            raise Unauthenticated("this server requires 'authorization: Bearer <token>' (gRPC metadata or HTTP "
+                                  "header)", reason=Reason.MISSING_TOKEN)
+        text = authorization.decode("latin-1") if isinstance(authorization, bytes) else authorization
+        scheme, _, presented = text.partition(" ")
+        token = presented.strip().encode()
+        if scheme.lower() == SCHEME:
+            if self.directory is not None:
+                found = self.directory.caller(token)
+                if found is not None:
+                    return found
+            elif self.token is not None and hmac.compare_digest(token, self.token):
+                return SINGLE
+        raise Unauthenticated("the bearer token is not one this server accepts (unknown, expired or revoked)")
+
+    def admit(self, method: str, authorization: str | bytes | None, tenant: str | None) -> tuple[Caller, str]:
+        """The caller of `method` (a bare RPC name) and the tenant it acts for; raises when it may not call."""
+        caller = self.caller(authorization)
+        needed = ROLES.get(method)
+        if needed is not None and not caller.may(needed):
+            raise PermissionDenied(f"{method} needs the {needed} role; this token has {caller.role}",
+                                   reason=Reason.ROLE_FORBIDS, metadata={"needed": needed, "role": caller.role})
+        return caller, self._acting_for(caller, tenant)
+
+    def _acting_for(self, caller: Caller, named: str | None) -> str:
+        if caller.tenant != ANY:
+            if named and named != caller.tenant:
+                raise PermissionDenied(f"this token acts for tenant {caller.tenant!r} only; {TENANT_METADATA} may "
+                                       "name another only for an admin of every tenant",
+                                       reason=Reason.TENANT_FORBIDDEN)
+            return caller.tenant
+        if not named:
+            return DEFAULT
+        if self.directory is None or not self.directory.knows(named):
+            raise PermissionDenied(f"{TENANT_METADATA} names {named!r}, which the tenants file does not name",
+                                   reason=Reason.TENANT_FORBIDDEN)
+        return named
+
+
+def tenant_of() -> str:
+    """The tenant the current call acts for (set by the interceptor or the HTTP gate)."""
+    return _CALLER.get()[1]
+
+
+def serving(app: App) -> Tenant:
+    """The memory of the tenant the current call acts for."""
+    return app.tenant(tenant_of())
+
+
+def caller_of() -> Caller:
+    return _CALLER.get()[0]
+
+
+def acting(caller: Caller, tenant: str) -> contextvars.Token[tuple[Caller, str]]:
+    """Make (caller, tenant) the current call's; the caller resets the token when the call ends."""
+    return _CALLER.set((caller, tenant))
+
+
+def done_acting(token: contextvars.Token[tuple[Caller, str]]) -> None:
+    _CALLER.reset(token)
+
+
+def metadata_value(metadata: Sequence[tuple[str, str | bytes]] | None, key: str) -> str | None:
+    """The first value of `key` in call metadata; None when there is none."""
+    for name, value in metadata or ():
+        if name == key:
+            return value.decode("latin-1") if isinstance(value, bytes) else value
+    return None
+
+
+class Admission(grpc.aio.ServerInterceptor):
+    """Every call but a health Check passes `access` (its token, its role, its tenant); the servicer runs with
+    its caller and tenant current."""
+
+    def __init__(self, access: Access):
+        self._access = access
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = await continuation(handler_call_details)
+        if handler is None or handler_call_details.method in OPEN_METHODS:
+            return handler
+        metadata = handler_call_details.invocation_metadata
+        try:
+            caller, tenant = self._access.admit(handler_call_details.method.rpartition("/")[2],
+                                                metadata_value(metadata, AUTHORIZATION),
+                                                metadata_value(metadata, TENANT_METADATA))
+        except MemsvcError as refused:
+            status = to_status(refused)
+
+            def refuse(_: Behaviour) -> Behaviour:
+                async def abort(_request: object, context: grpc.aio.ServicerContext) -> None:
+                    await context.abort_with_status(status)
+                return abort
+
+            return rewrap(handler, refuse)
+        method = handler_call_details.method.rpartition("/")[2]
+        return rewrap(handler, lambda behaviour: _as(method, caller, tenant, behaviour, handler.response_streaming))
+
+
+def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour, streaming: bool) -> Behaviour:
+    """`behaviour` run with (caller, tenant) current, and audited (audit.py)."""
+    if streaming:
+        async def stream(request: object, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
+            token, outcome = acting(caller, tenant), "CANCELLED"
+            try:
+                async for reply in behaviour(request, context):
+                    yield reply
+                outcome = "OK"
+            except grpc.aio.AbortError:
+                outcome = _code(context)
+                raise
+            finally:
+                done_acting(token)
+                audit.record(method, caller, tenant, audit.session_of(request), outcome)
+        return stream
+
+    async def unary(request: object, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
+        token, outcome, reply = acting(caller, tenant), "CANCELLED", None
+        try:
+            reply = await behaviour(request, context)
+            outcome = "OK"
+            return reply
+        except grpc.aio.AbortError:
+            outcome = _code(context)
+            raise
+        finally:
+            done_acting(token)
+            audit.record(method, caller, tenant, audit.session_of(reply) or audit.session_of(request), outcome)
+    return unary
+
+
+def _code(context: grpc.aio.ServicerContext) -> str:
+    code = context.code()
+    return code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"

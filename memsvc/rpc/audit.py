@@ -1,0 +1,33 @@
+"""The audit log: one JSON line for each destructive or administrative call, whoever made it.
+
+Owns which calls are audited (Reset, RemoveSession, DeleteMessages,
+ReplaceMessages, lesson edits and deletes, holds and releases, pauses,
+imports and exports) and what a line says: the call, the tenant it acted
+for, the token's label and role, the session, and the outcome (a status
+code's name). Lines go to the `memsvc.audit` logger, event "audit", among
+the server's JSON logs. Must never write a token, a message or a lesson's
+text.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from memsvc.tenancy.tenants import Caller
+
+log = logging.getLogger("memsvc.audit")
+
+AUDITED = frozenset({"Reset", "RemoveSession", "DeleteMessages", "ReplaceMessages", "UpdateErrorAction", "DeleteError",
+                     "HoldSession", "ReleaseSession", "PauseSessionCreation", "ImportSession", "ExportSession"})
+
+
+def record(method: str, caller: Caller, tenant: str, session: str, outcome: str) -> None:
+    """One audited call's line (nothing for a call that is not audited)."""
+    if method in AUDITED:
+        log.info("audit", extra={"rpc": method, "tenant": tenant, "token": caller.label, "role": caller.role,
+                                 "session": session, "outcome": outcome})
+
+
+def session_of(message: object) -> str:
+    """The session a request (or, for an import, its reply) names; empty when none."""
+    return str(getattr(message, "session_id", ""))

@@ -1,0 +1,79 @@
+"""How many bytes a tenant stores, against its max_bytes quota.
+
+Owns the count: its directories measured whole now and then (`measure`, a
+job, and at start), plus what Appends and imports added since, so a quota is
+kept between measurements without walking the disk on a request. Must never
+delete anything: a tenant past its quota only stops growing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from memsvc.core.errors import ResourceExhausted
+from memsvc.core.reasons import Reason
+from memsvc.core.records import Record
+
+
+class Usage:
+    """The bytes under `directories`; `limit()` is the quota in force (0: none)."""
+
+    def __init__(self, tenant: str, directories: Sequence[Path], limit: Callable[[], int]):
+        self.tenant = tenant
+        self.directories = tuple(directories)
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._measured = 0
+        self._added = 0
+
+    def measure(self) -> None:
+        """Walk the directories again (only while a quota is set: nothing else reads the count)."""
+        if not self.limit():
+            return
+        total = sum(_size(directory) for directory in self.directories)
+        with self._lock:
+            self._measured, self._added = total, 0
+
+    def stored(self) -> int:
+        with self._lock:
+            return self._measured + self._added
+
+    def refuse(self, records: Sequence[Record]) -> None:
+        """RESOURCE_EXHAUSTED `TENANT_QUOTA` when storing `records` would pass max_bytes (counted only while a
+        quota is set)."""
+        limit = self.limit()
+        if limit and self.stored() + _bytes(records) > limit:
+            raise ResourceExhausted(
+                f"tenant {self.tenant!r} stores {self.stored()} bytes and max_bytes (its tenants file entry) is "
+                f"{limit}: nothing was stored; remove sessions or raise the quota", reason=Reason.TENANT_QUOTA,
+                metadata={"quota": "max_bytes", "limit": str(limit)})
+
+    def added(self, records: Sequence[Record]) -> None:
+        if self.limit():
+            count = _bytes(records)
+            with self._lock:
+                self._added += count
+
+
+def _bytes(records: Sequence[Record]) -> int:
+    """What `records` take on disk, roughly: their text and payload, UTF-8 (the measurement corrects it)."""
+    return sum(_utf8(record.content) + _utf8(record.payload)
+               for record in records)
+
+
+def _size(directory: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue  # removed while walked
+    return total
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
