@@ -114,8 +114,17 @@ class SqliteLessonStore:
                     self._db.execute("ROLLBACK")
                 raise storage_error(exc, what) from exc
 
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection for a read, refused once the file was deleted or replaced: an open
+        connection would still answer from the deleted file while every write is refused."""
+        with self._lock:
+            self._files.check()
+            yield self._db
+
     def check(self) -> None:
-        """An open file has nothing to reach: its errors come with each call."""
+        """UNAVAILABLE `DATA_DIR_MISSING` once the file is gone; other errors come with each call."""
+        self._files.check()
 
     def purge(self, now: int) -> int:
         with self._transaction("purging expired lessons") as db:
@@ -135,8 +144,8 @@ class SqliteLessonStore:
         return lesson, row is not None
 
     def of_tool(self, tool_key: str, now: int) -> list[StoredLesson]:
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 f"SELECT {_COLUMNS}, vector, vector_model FROM lessons WHERE tool_key = ? AND expires_at > ?",
                 (tool_key, now)).fetchall()
         return [StoredLesson(_lesson(row), row[-2], row[-1] or "") for row in rows]
@@ -159,9 +168,9 @@ class SqliteLessonStore:
                            [(vector, vector_model, lesson_id) for lesson_id, vector in vectors.items()])
 
     def containing(self, folded: str, now: int) -> list[Lesson]:
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE expires_at > ? AND instr(haystack, ?)",
-                                    (now, folded)).fetchall()
+        with self._reading() as db:
+            rows = db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE expires_at > ? AND instr(haystack, ?)",
+                              (now, folded)).fetchall()
         return [_lesson(row) for row in rows]
 
     def page(self, now: int, tool_key: str, after: tuple[int, str] | None, limit: int) -> list[Lesson]:
@@ -174,9 +183,9 @@ class SqliteLessonStore:
             created_at, last_id = after
             where.append("(created_at < ? OR (created_at = ? AND id < ?))")
             args += [created_at, created_at, last_id]
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE {' AND '.join(where)} "
-                                    "ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit)).fetchall()
+        with self._reading() as db:
+            rows = db.execute(f"SELECT {_COLUMNS} FROM lessons WHERE {' AND '.join(where)} "
+                              "ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit)).fetchall()
         return [_lesson(row) for row in rows]
 
     def set_action(self, lesson_id: str, action: str, now: int) -> Lesson | None:

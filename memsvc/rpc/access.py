@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import hmac
+import inspect
 from collections.abc import Sequence
 
 import grpc
@@ -164,12 +165,14 @@ class Admission(grpc.aio.ServerInterceptor):
 
             return rewrap(handler, refuse)
         method = handler_call_details.method.rpartition("/")[2]
-        return rewrap(handler, lambda behaviour: _as(method, caller, tenant, behaviour, handler.response_streaming))
+        return rewrap(handler, lambda behaviour: _as(method, caller, tenant, behaviour))
 
 
-def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour, streaming: bool) -> Behaviour:
-    """`behaviour` run with (caller, tenant) current, and audited (audit.py)."""
-    if streaming:
+def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour) -> Behaviour:
+    """`behaviour` run with (caller, tenant) current, and audited (audit.py). A streaming handler is an
+    async generator or, as grpcio's health Watch, a coroutine that writes through its context: that one
+    is awaited like a unary call."""
+    if inspect.isasyncgenfunction(behaviour):
         async def stream(request: object, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
             token, outcome = acting(caller, tenant), "CANCELLED"
             try:

@@ -311,7 +311,7 @@ def test_with_a_token_the_dashboard_is_refused_until_login_and_keeps_the_token_i
 
     page.get_by_label("Bearer token").fill("not-the-token")
     page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("alert")).to_contain_text("the bearer token is not the one this server was started with")
+    expect(page.get_by_role("alert")).to_contain_text("the bearer token is not one this server accepts")
     expect(page.get_by_role("alert")).to_contain_text("INVALID_TOKEN")
     screenshot(page, "14-login-wrong-token")
 

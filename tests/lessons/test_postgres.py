@@ -10,16 +10,16 @@ import threading
 import pytest
 
 from memsvc.core.errors import FailedPrecondition, InvalidSetting, Unavailable
-from memsvc.lessons.postgres import PostgresLessonStore
+from memsvc.lessons.postgres import PostgresDatabase, PostgresLessonStore
 from memsvc.lessons.postgres_schema import LATEST, PURGE_LOCK
 from memsvc.lessons.service import Lessons
 from tests.support import wait_for
-from tests.support.lessons import DAY, T0, Clock, resolved
+from tests.support.lessons import DAY, T0, Clock, postgres_store, resolved
 from tests.support.postgres import PASSWORD, ROLE, PostgresServer
 
 
 def store(postgres: PostgresServer, database: str, password: str = PASSWORD) -> PostgresLessonStore:
-    return PostgresLessonStore(postgres.dsn(database), password=password, pool_size=4)
+    return postgres_store(postgres.dsn(database), password=password)
 
 
 def schema_row(postgres: PostgresServer, database: str) -> tuple:
@@ -126,7 +126,7 @@ def test_one_purge_runs_at_a_time(postgres, postgres_database, clock: Clock):
 ])
 def test_a_bad_dsn_fails_the_start_and_never_echoes_it(dsn: str, words: str):
     with pytest.raises(InvalidSetting, match=words) as caught:
-        PostgresLessonStore(dsn, password="", pool_size=1)
+        PostgresDatabase(dsn, password="", pool_size=1)
     assert "hunter2" not in str(caught.value) and "port" not in str(caught.value)
 
 

@@ -111,7 +111,7 @@ def test_reset_waits_while_another_writer_holds_the_session(world):
     talk(sessions.appender, "s", 1)
     summary_run = threading.Lock()
     clearing = Clearing(world.settings, sessions.store, sessions.rewriter, sessions.intents, archive, [archive],
-                        exclusive=[lambda session_id: summary_run])
+                        exclusive=[lambda session_id, deadline: summary_run])
     summary_run.acquire()
     resetting = threading.Thread(target=clearing.reset, args=("s", True))
     resetting.start()
@@ -127,7 +127,7 @@ def test_a_deletion_does_not_wait_for_a_summary_run(world):
     talk(sessions.appender, "s", 2)
     summary_run = threading.Lock()
     clearing = Clearing(world.settings, sessions.store, sessions.rewriter, sessions.intents, archive, [archive],
-                        exclusive=[lambda session_id: summary_run])
+                        exclusive=[lambda session_id, deadline: summary_run])
     with summary_run:  # held for as long as a summary run's LLM calls take
         assert [record.id for record in clearing.delete_messages("s", last=1).records] == [4]
     assert [record.id for record in sessions.store.window("s")] == [2, 3]

@@ -242,8 +242,11 @@ def test_a_data_directory_deleted_under_the_server_stops_every_write_and_says_so
         assert refusal(lambda: client.record_error("web", "HTTP 403 from cloudflare", "send a UA")) == refused
         assert refusal(lambda: client.append("new-session", [("user", "x")])) == refused
         assert refusal(lambda: client.append("s", [("user", "x")])) == refused
+        # Reads too, error memory's included: its open connection would still answer from the deleted file.
         for call in (lambda: client.compact("s"), lambda: client.reset("s"), lambda: client.remove_session("s"),
-                     lambda: client.get_context("s")):
+                     lambda: client.get_context("s"), lambda: client.list_sessions(),
+                     lambda: client.list_errors(), lambda: client.search_errors("disk quota"),
+                     lambda: client.lookup_errors("shell", "disk quota exceeded")):
             assert refusal(call) == refused
     wait_for(lambda: server.health_status() == NOT_SERVING, timeout=10)
     assert not server.data_dir.exists()  # nothing recreated a data directory behind the operator's back

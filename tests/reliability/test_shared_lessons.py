@@ -17,10 +17,8 @@ import threading
 import time
 from collections import defaultdict
 
-from memsvc.lessons.postgres import PostgresLessonStore
 from memsvc.lessons.service import Lessons
-from tests.support.lessons import PostgresBackend
-from tests.support.postgres import PASSWORD
+from tests.support.lessons import PostgresBackend, postgres_store
 
 CALLS = 1000
 WORKERS = 4
@@ -61,7 +59,7 @@ def test_two_servers_on_one_database_lose_no_refresh_and_make_no_duplicate(make_
                for name in ("pod-a", "pod-b")]
     with postgres.admin(postgres_database) as admin:
         admin.execute(AUDIT)  # memsvc made its tables when the first server started
-    purger = Lessons(PostgresLessonStore(backend.dsn, password=PASSWORD, pool_size=2), ttl_days=ttl_days,
+    purger = Lessons(postgres_store(backend.dsn, pool_size=2), ttl_days=ttl_days,
                      clock=time.time_ns)
     with servers[0].client() as client:
         cold = [client.record_error(COLD_TOOL, symptom, "fix").record.id for symptom in ("cold a", "cold b")]

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from memsvc.core.layout import DEFAULT_TENANT
 from memsvc.core.units import NANOS_PER_DAY
 from memsvc.lessons.backend import LessonStore
 from memsvc.lessons.model import NewLesson
-from memsvc.lessons.postgres import PostgresLessonStore
+from memsvc.lessons.postgres import PostgresDatabase, PostgresLessonStore
 from memsvc.lessons.sqlite import SqliteLessonStore
 from tests.support.postgres import PASSWORD, PostgresServer
 
@@ -74,7 +75,7 @@ class PostgresBackend:
         self.server_args = [f"--{name.replace('_', '-')}={value}" for name, value in self.settings.items()]
 
     def store(self, clock: Callable[[], int]) -> LessonStore:
-        return PostgresLessonStore(self.dsn, password=PASSWORD, pool_size=4)
+        return postgres_store(self.dsn)
 
     def column(self, expression: str) -> list[Any]:
         with self.server.admin(self.database) as db:
@@ -86,3 +87,16 @@ def lessons_backend(request: pytest.FixtureRequest, data_dir: Path) -> SqliteBac
     if request.param == "sqlite":
         return SqliteBackend(data_dir)
     return PostgresBackend(request.getfixturevalue("postgres"), request.getfixturevalue("postgres_database"))
+
+
+class OwnPostgresStore(PostgresLessonStore):
+    """A tenant's store that closes its database with it: each test's `Lessons` stands for a
+    server of its own, and a server closes its database when it stops."""
+
+    def close(self) -> None:
+        self.database.close()
+
+
+def postgres_store(dsn: str, *, password: str = PASSWORD, pool_size: int = 4,
+                   tenant: str = DEFAULT_TENANT) -> PostgresLessonStore:
+    return OwnPostgresStore(PostgresDatabase(dsn, password=password, pool_size=pool_size), tenant)
