@@ -312,3 +312,13 @@ def test_every_tenants_sessions_move_each_within_its_tenant(tmp_path) -> None:
     finally:
         proxy.close()
         stop_shards(shards.values())
+
+
+def test_reshard_refuses_to_move_one_tenant_only() -> None:
+    """Moving one tenant's sessions and switching the ring would strand every other tenant's: refused
+    before any call (the addresses are never dialled)."""
+    done = subprocess.run([sys.executable, "-m", "memsvc", "reshard", "--shard", "memsvc-0=127.0.0.1:1",
+                           "--next-proxy", "127.0.0.1:1", "--proxy", "127.0.0.1:1", "--tenant", "alpha"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "reshard moves every tenant's sessions" in done.stderr and "drop --tenant" in done.stderr
