@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "is served)")
     agents.add_argument("--pass-token", action="store_true",
                         help="over --http, pass on to memsvc the bearer token each MCP client presents, so its calls "
-                             "act with that client's tenant and role (a tenants_file's tokens)")
+                             "act with that client's tenant and role (a tenants_file's tokens; an admin of every "
+                             "tenant names the one it acts for in its requests' memsvc-tenant header)")
     bounds = agents.add_argument_group("bounds of --http")
     bounds.add_argument("--max-connections", type=int, help="connections open at once (default 64; fewer if the "
                                                             "descriptor limit leaves less room)")

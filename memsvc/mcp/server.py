@@ -23,7 +23,7 @@ from mcp.types import ToolAnnotations
 from pydantic import AnyHttpUrl
 
 from memsvc.mcp.access import BearerTokens, Scope, http_tokens
-from memsvc.mcp.passing import CallersClients
+from memsvc.mcp.passing import CallersClients, NamedTenant
 from memsvc.mcp.tools import CHAT_HISTORY, LOOKUP, RECORD, Tools
 from memsvc.net import descriptors, http11
 from memsvc_client import AsyncClient, __version__
@@ -116,8 +116,11 @@ def serve(target: str, client_options: dict[str, Any], scope: Scope, http: str |
     limits = msgspec.structs.replace(limits, max_connections=min(int(limits.max_connections), room))
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     server = build(target, client_options, scope, BearerTokens(accepted) if accepted else None, url, pass_token)
-    config = uvicorn.Config(server.streamable_http_app(streamable_http_path=path, host=host), http="h11",
-                            ws="none", lifespan="on", log_level="warning", access_log=False, server_header=False)
+    app: Any = server.streamable_http_app(streamable_http_path=path, host=host)
+    if pass_token:
+        app = NamedTenant(app)
+    config = uvicorn.Config(app, http="h11", ws="none", lifespan="on", log_level="warning", access_log=False,
+                            server_header=False)
     anyio.run(http11.BoundedServer(config, http11.bind(host, int(port)), limits, "mcp").serve)
     return 0
 

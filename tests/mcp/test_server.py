@@ -227,9 +227,12 @@ def mcp_http(tmp_path):
         process.wait(30)
 
 
-def over_http(url: str, run: Callable[[McpClient], Awaitable[Any]], token: str | None = None) -> Any:
+def over_http(url: str, run: Callable[[McpClient], Awaitable[Any]], token: str | None = None,
+              tenant: str | None = None) -> Any:
     async def main() -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if tenant:
+            headers["memsvc-tenant"] = tenant
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
                 McpClient(streamable_http_client(url, http_client=http)) as client:
             return await run(client)
@@ -312,7 +315,7 @@ async def tools_and_search(client: McpClient) -> tuple[set[str], dict[str, Any]]
 # -- tenants: each MCP client's own token ------------------------------------------------------------
 
 TENANT_TOKENS = [("alpha-writer", "alpha", "write"), ("beta-writer", "beta", "write"),
-                 ("alpha-reader", "alpha", "read")]
+                 ("alpha-reader", "alpha", "read"), ("every-tenant-admin", "*", "admin")]
 
 
 @pytest.fixture
@@ -348,6 +351,18 @@ def test_with_pass_token_each_mcp_client_acts_as_its_own_tenant(tenants_server, 
     with tenants_server.client(token="beta-writer") as beta, tenants_server.client(token="alpha-writer") as alpha:
         assert "apt-get install jq" in [r.action for r in beta.list_errors().records]
         assert "apt-get install jq" not in [r.action for r in alpha.list_errors().records]
+
+
+def test_with_pass_token_an_admin_of_every_tenant_acts_for_the_tenant_its_request_names(tenants_server, mcp_http):
+    url = mcp_http(tenants_server, "--pass-token", "--session", "agent")
+    assert over_http(url, window_and_lessons, token="every-tenant-admin", tenant="beta") == (
+        ["beta ships on Mondays", "noted for beta"], ["beta's fix: a proxy"])
+    assert over_http(url, window_and_lessons, token="every-tenant-admin", tenant="alpha") == (
+        ["alpha ships on Mondays", "noted for alpha"], ["alpha's fix: a proxy"])
+    # Only an admin of every tenant may name one: memsvc refuses anyone else, and the agent reads why.
+    text = refused(over_http(url, lambda client: client.call_tool("chat_history", {"mode": "context"}),
+                             token="alpha-writer", tenant="beta"))
+    assert "PERMISSION_DENIED TENANT_FORBIDDEN" in text and "beta ships" not in text
 
 
 def test_with_pass_token_a_read_token_reads_and_cannot_record(tenants_server, mcp_http):
