@@ -2,7 +2,8 @@
 // agents served over gRPC.
 //
 // It owns the connection (TCP or unix socket), the default deadline, the
-// bearer token, the "memsvc-session" metadata of per-session RPCs, retries
+// bearer token, the tenant an admin of every tenant acts for ("memsvc-tenant"),
+// the "memsvc-session" metadata of per-session RPCs, retries
 // where the contract allows them, and turning failures into *Error with the
 // server's stable ErrorInfo reason. Every RPC is the generated method, called
 // with the generated request struct (the struct is the options: a field the
@@ -53,6 +54,7 @@ type settings struct {
 	retry       RetryPolicy
 	timeout     time.Duration
 	token       string
+	tenant      string
 	tls         *tls.Config
 	dialOptions []grpc.DialOption
 }
@@ -67,6 +69,13 @@ func WithTimeout(timeout time.Duration) Option {
 // started with token_file.
 func WithToken(token string) Option {
 	return func(s *settings) { s.token = token }
+}
+
+// WithTenant sends "memsvc-tenant: <tenant>" on every call, streams included: the
+// tenant an admin of every tenant (a tenants file's tenant "*") acts for. Any
+// other token may name only its own tenant.
+func WithTenant(tenant string) Option {
+	return func(s *settings) { s.tenant = tenant }
 }
 
 // WithTLS speaks TLS to a TCP target (memsvc serves unix sockets in
@@ -123,8 +132,10 @@ func Dial(target string, options ...Option) (*Client, error) {
 	dialOptions := []grpc.DialOption{
 		security,
 		grpc.WithContextDialer(dialer),
-		grpc.WithChainUnaryInterceptor(defaultDeadline(s.timeout), bearer(s.token), sessionHeader, retrying(s.retry),
-			typedErrors),
+		grpc.WithChainUnaryInterceptor(defaultDeadline(s.timeout), credentialsUnary(s.token, s.tenant), sessionHeader,
+			retrying(s.retry), typedErrors),
+		// Streams (ExportSession, ImportSession) carry the same token and tenant.
+		grpc.WithChainStreamInterceptor(credentialsStream(s.token, s.tenant)),
 	}
 	conn, err := grpc.Dial("passthrough:///"+address, append(dialOptions, s.dialOptions...)...)
 	if err != nil {
@@ -198,13 +209,31 @@ func defaultDeadline(timeout time.Duration) grpc.UnaryClientInterceptor {
 	}
 }
 
-func bearer(token string) grpc.UnaryClientInterceptor {
+// TenantMetadata is the request metadata naming the tenant an admin of every tenant acts for.
+const TenantMetadata = "memsvc-tenant"
+
+// withCredentials is ctx carrying the bearer token and the tenant, those that are set.
+func withCredentials(ctx context.Context, token, tenant string) context.Context {
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	if tenant != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, TenantMetadata, tenant)
+	}
+	return ctx
+}
+
+func credentialsUnary(token, tenant string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
 		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if token != "" {
-			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
+		return invoker(withCredentials(ctx, token, tenant), method, req, reply, cc, opts...)
+	}
+}
+
+func credentialsStream(token, tenant string) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+		streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		return streamer(withCredentials(ctx, token, tenant), desc, cc, method, opts...)
 	}
 }
 

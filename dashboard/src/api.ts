@@ -1,7 +1,8 @@
 /**
  * The dashboard's way in to memsvc: the contract's two services over the Connect
  * protocol (JSON), from this page's own origin, with the bearer token when one
- * was given. The token lives in this module's memory only: never in a URL, a
+ * was given, and the tenant an admin of every tenant picked (`memsvc-tenant` on
+ * every call). The token lives in this module's memory only: never in a URL, a
  * cookie or web storage, so it is gone when the tab closes or reloads.
  */
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
@@ -9,8 +10,15 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { ErrorMemoryService } from "./gen/memsvc/v1/error_memory_pb.js";
 import { MemoryService } from "./gen/memsvc/v1/memory_pb.js";
+import { ShardService } from "./gen/memsvc/v1/shards_pb.js";
+
+/** The request header naming the tenant an admin of every tenant acts for. */
+const TENANT_HEADER = "memsvc-tenant";
+/** The tenant a call naming none acts for: an admin of every tenant's without a pick. */
+export const DEFAULT_TENANT = "default";
 
 let token = "";
+let tenant = "";
 
 export function signIn(value: string): void {
   token = value.trim();
@@ -18,6 +26,16 @@ export function signIn(value: string): void {
 
 export function signOut(): void {
   token = "";
+  tenant = "";
+}
+
+/** Act for this tenant from the next call on (an admin of every tenant's pick). */
+export function actFor(name: string): void {
+  tenant = name === DEFAULT_TENANT ? "" : name;
+}
+
+export function actingFor(): string {
+  return tenant || DEFAULT_TENANT;
 }
 
 export function signedIn(): boolean {
@@ -28,6 +46,9 @@ const bearer: Interceptor = (next) => (request) => {
   if (token) {
     request.header.set("authorization", `Bearer ${token}`);
   }
+  if (tenant) {
+    request.header.set(TENANT_HEADER, tenant);
+  }
   return next(request);
 };
 
@@ -35,6 +56,8 @@ const transport = createConnectTransport({ baseUrl: window.location.origin, inte
 
 export const memory = createClient(MemoryService, transport);
 export const lessons = createClient(ErrorMemoryService, transport);
+/** ListTenants only: the tenant picker's choices (an admin's call). */
+export const shards = createClient(ShardService, transport);
 
 /** A failed call as a person reads it: the server's own message, its code and its ErrorInfo reason. */
 export interface Failure {

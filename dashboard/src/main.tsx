@@ -2,11 +2,12 @@
  * memsvc's dashboard: the page at the HTTP listener's `/`. Hash routes (#/sessions,
  * #/sessions/<id>, #/lessons) keep the back button working and never carry the token;
  * when the server refuses a call for want of a token, the page asks for one and keeps
- * it in memory only (api.ts).
+ * it in memory only (api.ts). A token that may list the server's tenants (an admin's) gets
+ * a tenant picker; every call then acts for the tenant picked.
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { type Failure, signedIn, signIn, signOut } from "./api.js";
+import { actFor, actingFor, type Failure, shards, signedIn, signIn, signOut } from "./api.js";
 import { Lessons } from "./lessons.js";
 import { Session } from "./session.js";
 import { Sessions } from "./sessions.js";
@@ -44,7 +45,8 @@ function Login({ refusal, onSignIn }: { refusal: Failure; onSignIn: (token: stri
         <strong>{refusal.message}</strong>
         <span class="code">{refusal.code}{refusal.reason ? ` · ${refusal.reason}` : ""}</span>
       </div>
-      <p>This server was started with a <code>token_file</code>. Enter its bearer token: this tab keeps it in memory
+      <p>This server was started with a <code>token_file</code> or a <code>tenants_file</code>. Enter your bearer token
+        (a tenant's shows that tenant's sessions and lessons only): this tab keeps it in memory
         only, so a reload or a new tab asks again.</p>
       <form onSubmit={(event) => {
         event.preventDefault();
@@ -61,10 +63,33 @@ function Login({ refusal, onSignIn }: { refusal: Failure; onSignIn: (token: stri
   );
 }
 
+/** The tenants this token may list (an admin's); nothing for any other token or a server of one tenant. */
+function TenantPicker({ onPick }: { onPick: () => void }) {
+  const [tenants, setTenants] = useState<string[]>([]);
+  useEffect(() => {
+    // Refused (not an admin, not signed in yet): no picker; the views say why they are refused.
+    shards.listTenants({}).then((reply) => setTenants(reply.tenants), () => setTenants([]));
+  }, []);
+  if (tenants.length < 2) {
+    return null;
+  }
+  return (
+    <label class="tenant">
+      Tenant
+      <select value={actingFor()} onChange={(event) => {
+        actFor(event.currentTarget.value);
+        onPick();
+      }}>
+        {tenants.map((name) => <option key={name} value={name}>{name}</option>)}
+      </select>
+    </label>
+  );
+}
+
 function App() {
   const current = useRoute();
   const [refusal, setRefusal] = useState<Failure | null>(null);
-  // Bumped at each sign-in and sign-out: the views load again with the new token.
+  // Bumped at each sign-in, sign-out and tenant pick: the views load again with the new token or tenant.
   const [session, setSession] = useState(0);
 
   const view = current.view === "lessons" ? <Lessons />
@@ -77,6 +102,7 @@ function App() {
           <a href="#/sessions" aria-current={current.view !== "lessons" ? "page" : undefined}>Sessions</a>
           <a href="#/lessons" aria-current={current.view === "lessons" ? "page" : undefined}>Lessons</a>
         </nav>
+        <TenantPicker key={session} onPick={() => setSession(session + 1)} />
         {signedIn() ? (
           <button type="button" class="link" onClick={() => {
             signOut();

@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="file holding the bearer token MCP clients must present over --http (without it "
                              "they present memsvc's, from --token-file; with neither, only a loopback address "
                              "is served)")
+    agents.add_argument("--pass-token", action="store_true",
+                        help="over --http, pass on to memsvc the bearer token each MCP client presents, so its calls "
+                             "act with that client's tenant and role (a tenants_file's tokens; an admin of every "
+                             "tenant names the one it acts for in its requests' memsvc-tenant header)")
     bounds = agents.add_argument_group("bounds of --http")
     bounds.add_argument("--max-connections", type=int, help="connections open at once (default 64; fewer if the "
                                                             "descriptor limit leaves less room)")
@@ -89,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             bounds = {name: value for name in ("max_connections", "header_timeout_seconds", "body_timeout_seconds",
                                                "connection_idle_seconds")
                       if (value := getattr(parsed, name)) is not None}
-            return serve_mcp(parsed.target, options, scope, parsed.http, parsed.path, http_token, bounds)
+            return serve_mcp(parsed.target, options, scope, parsed.http, parsed.path, http_token, bounds,
+                             parsed.pass_token)
         except (OSError, ValueError) as error:  # a token or TLS file, the scope, an address that cannot be served
             print(f"memsvc mcp: {error}", file=sys.stderr)
             return 2

@@ -6,9 +6,8 @@ alike: a prompt-injected agent must not read other conversations), the bearer to
 present over HTTP (the MCP server's own, or else memsvc's), and that streamable HTTP without either is
 served on a loopback address only. Must never reach memsvc: the tools do, through the client.
 
-Over HTTP the token a caller presented is the SDK's `get_access_token()` in every tool call: memsvc's
-tenants (each token its own tenant and role) can be served by passing it on to memsvc instead of the
-configured one.
+With --pass-token, passing.py decides instead: each client presents its own memsvc token (its tenant
+and role), which the tools pass on.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Owns assembling the MCP SDK's server (`mcp.server.mcpserver.MCPServer`) with the
 `tools`, its asyncio memsvc client (made inside the server's event loop, closed when it
 stops), choosing the transport, and serving streamable HTTP within bounds (memsvc/net:
 connections, header, body and idle time) behind the SDK's bearer-token check (access.py
-says which tokens). Must never write to stdout itself: over stdio, stdout carries the
-protocol.
+says which tokens; with --pass-token, passing.py: each MCP client's own, passed on to
+memsvc). Must never write to stdout itself: over stdio, stdout carries the protocol.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from mcp.types import ToolAnnotations
 from pydantic import AnyHttpUrl
 
 from memsvc.mcp.access import BearerTokens, Scope, http_tokens
+from memsvc.mcp.passing import CallersClients, NamedTenant
 from memsvc.mcp.tools import CHAT_HISTORY, LOOKUP, RECORD, Tools
 from memsvc.net import descriptors, http11
 from memsvc_client import AsyncClient, __version__
@@ -57,11 +58,14 @@ class LoopClient:
             await self.client.close()
 
 
-def build(target: str, client_options: dict[str, Any], scope: Scope,
-          tokens: BearerTokens | None = None, url: str = "") -> MCPServer[Any]:
+def build(target: str, client_options: dict[str, Any], scope: Scope, tokens: BearerTokens | None = None,
+          url: str = "", pass_token: bool = False) -> MCPServer[Any]:
     """The server, its tools talking to `target` (`client_options` go to AsyncClient) about the sessions of
-    `scope`; with `tokens`, every HTTP request at `url` must carry one of them."""
-    memory = LoopClient(target, client_options)
+    `scope`; with `tokens`, every HTTP request at `url` must carry one of them; with `pass_token`, every HTTP
+    request carries its caller's memsvc token, and the tools call memsvc with it."""
+    memory: LoopClient | CallersClients = (CallersClients(target, client_options) if pass_token
+                                           else LoopClient(target, client_options))
+    verifier = memory if isinstance(memory, CallersClients) else tokens
     tools = Tools(memory, scope)
 
     @asynccontextmanager
@@ -72,9 +76,9 @@ def build(target: str, client_options: dict[str, Any], scope: Scope,
             await memory.close()
 
     # The SDK's bearer check; issuer_url is required by its settings but unused without an OAuth provider.
-    auth = AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None) if tokens else None
+    auth = AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None) if verifier else None
     server: MCPServer[Any] = MCPServer("memsvc", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
-                                       log_level="WARNING", auth=auth, token_verifier=tokens)
+                                       log_level="WARNING", auth=auth, token_verifier=verifier)
     reads = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     server.add_tool(tools.chat_history, name="chat_history", title="Chat history", description=CHAT_HISTORY,
                     annotations=reads, structured_output=True)
@@ -88,11 +92,14 @@ def build(target: str, client_options: dict[str, Any], scope: Scope,
 
 
 def serve(target: str, client_options: dict[str, Any], scope: Scope, http: str | None, path: str,
-          http_token: str | None = None, bounds: dict[str, float] | None = None) -> int:
+          http_token: str | None = None, bounds: dict[str, float] | None = None, pass_token: bool = False) -> int:
     """Serve over stdio, or streamable HTTP on `http` ("HOST:PORT") at `path`, until stopped. Over HTTP a
     client presents `http_token`, else memsvc's token (`client_options["token"]`); with neither, only a
-    loopback address is served (ValueError otherwise, before anything listens). `bounds` override LIMITS
-    (by their command-line names)."""
+    loopback address is served (ValueError otherwise, before anything listens). With `pass_token` (HTTP
+    only, and neither token then) each client presents its own memsvc token, which the tools pass on.
+    `bounds` override LIMITS (by their command-line names)."""
+    if pass_token:
+        _check_passing(http, http_token, client_options.get("token"))
     if not http:
         build(target, client_options, scope).run("stdio")
         return 0
@@ -100,7 +107,7 @@ def serve(target: str, client_options: dict[str, Any], scope: Scope, http: str |
     host = host.strip("[]") or "127.0.0.1"
     if not port.isdigit():
         raise ValueError(f"--http must be HOST:PORT, got {http!r}")
-    accepted = http_tokens(host, http_token, client_options.get("token"))
+    accepted = [] if pass_token else http_tokens(host, http_token, client_options.get("token"))
     limits = msgspec.structs.replace(LIMITS, **{BOUNDS[name]: value for name, value in (bounds or {}).items()})
     room = descriptors.limit() - RESERVED_FDS
     if room < 1:
@@ -108,8 +115,21 @@ def serve(target: str, client_options: dict[str, Any], scope: Scope, http: str |
                          "kept for the MCP server's own use: raise it")
     limits = msgspec.structs.replace(limits, max_connections=min(int(limits.max_connections), room))
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    server = build(target, client_options, scope, BearerTokens(accepted) if accepted else None, url)
-    config = uvicorn.Config(server.streamable_http_app(streamable_http_path=path, host=host), http="h11",
-                            ws="none", lifespan="on", log_level="warning", access_log=False, server_header=False)
+    server = build(target, client_options, scope, BearerTokens(accepted) if accepted else None, url, pass_token)
+    app: Any = server.streamable_http_app(streamable_http_path=path, host=host)
+    if pass_token:
+        app = NamedTenant(app)
+    config = uvicorn.Config(app, http="h11", ws="none", lifespan="on", log_level="warning", access_log=False,
+                            server_header=False)
     anyio.run(http11.BoundedServer(config, http11.bind(host, int(port)), limits, "mcp").serve)
     return 0
+
+
+def _check_passing(http: str | None, http_token: str | None, memsvc_token: str | None) -> None:
+    """--pass-token is an HTTP server's, where each client's own token replaces every configured one."""
+    if not http:
+        raise ValueError("--pass-token passes on the token each MCP client presents over --http; over stdio the "
+                         "MCP server calls memsvc with --token-file's")
+    if http_token or memsvc_token:
+        raise ValueError("with --pass-token each MCP client presents its own memsvc token, which is passed on: drop "
+                         "--http-token-file and --token-file (they would not be used)")

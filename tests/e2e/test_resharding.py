@@ -29,6 +29,7 @@ from tests.support import haproxy as haproxy_support
 from tests.support.haproxy import Proxy, ring, with_server
 from tests.support.postgres import PostgresServer
 from tests.support.shards import lessons_flags, owner, start_shards, stop_shards, stored_sessions
+from tests.support.tenancy import write_tenants
 
 OLD = ("memsvc-0", "memsvc-1", "memsvc-2")
 NEW = "memsvc-3"
@@ -242,3 +243,82 @@ def test_the_next_run_finishes_a_move_an_earlier_run_left_half_done(cluster: Clu
     for shard in cluster.shards.values():
         with shard.client() as direct:
             assert not direct.list_held_sessions().session_ids
+
+
+# -- tenants ---------------------------------------------------------------------------------------
+
+TENANT_TOKENS = [("reshard-admin", "*", "admin"), ("alpha-writer", "alpha", "write"), ("beta-writer", "beta", "write")]
+
+
+def stored_for(shard: ServerProcess, token: str) -> set[str]:
+    """The sessions of the token's tenant the shard stores, asked directly."""
+    with shard.client(token=token) as client:
+        return {info.session_id for info in client.list_sessions(page_size=1000).sessions}
+
+
+def test_every_tenants_sessions_move_each_within_its_tenant(tmp_path) -> None:
+    """Three shards to four, each with the same tenants file: the same session ids in alpha, beta and the
+    default tenant, each its own session, each moved to its owner within its tenant, none merged."""
+    haproxy_support.require()
+    flags = ["--tenants-file", str(write_tenants(tmp_path / "tenants.toml", TENANT_TOKENS))]
+    admin_token = tmp_path / "admin-token"
+    admin_token.write_text("reshard-admin\n")
+    shards = start_shards(tmp_path, OLD, *flags)
+    proxy = Proxy({name: shard.tcp for name, shard in shards.items()})
+    try:
+        proxy.start()
+        sessions = [f"t-{number}" for number in range(30)]
+        writers = {"alpha": "alpha-writer", "beta": "beta-writer", "default": "reshard-admin"}
+        for team, token in writers.items():
+            with Client(proxy.target, token=token) as client:
+                for session in sessions:
+                    client.append(session, [("user", f"{team} {session}")])
+        shards[NEW] = start_shards(tmp_path, [NEW], *flags)[NEW]
+        proxy.shards[NEW] = shards[NEW].tcp
+        planned = with_server(with_server(haproxy_support.CONFIG.read_text(), "ring-next", f"{NEW_SERVER} proto h2"),
+                              "any", NEW_SERVER)
+        switched = with_server(planned, "ring", f"{NEW_SERVER} proto h2")
+        proxy.reload(proxy.write(planned))
+        switch = (f"{sys.executable} -m tests.support.haproxy reload {proxy.master_socket} {proxy.config_path} "
+                  f"{proxy.write(switched)}")
+        addresses = [flag for name, shard in shards.items() for flag in ("--shard", f"{name}={shard.tcp}")]
+        done = subprocess.run([sys.executable, "-m", "memsvc", "reshard", *addresses, "--next-proxy",
+                               proxy.next_target, "--proxy", proxy.target, "--token-file", str(admin_token),
+                               "--switch-command", switch, "--json"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+
+        with Client(proxy.target, token="reshard-admin") as admin:
+            owners = {session: owner(admin, session) for session in sessions}
+        moving = sorted(session for session in sessions if owners[session] == NEW)
+        assert moving, "some sessions change owner"
+        assert sorted(report["moved"]) == sorted([*moving, *(f"{team}/{s}" for team in ("alpha", "beta")
+                                                             for s in moving)])
+        assert not report["conflicts"]
+        for team, token in writers.items():
+            stored = {name: stored_for(shard, token) for name, shard in shards.items()}
+            with Client(proxy.target, token=token) as client:
+                for session in sessions:
+                    assert [name for name, held in stored.items() if session in held] == [owners[session]], (
+                        f"{team}/{session} lives on its owner alone")
+                    assert [m.content for m in client.get_context(session).window] == [f"{team} {session}"]
+        for name, shard in shards.items():
+            with shard.client(token="reshard-admin") as direct:
+                assert direct.get_server_info().session_creation_paused_until_unix_nano == 0, name
+                for team in ("alpha", "beta"):
+                    with shard.client(token="reshard-admin", tenant=team) as acting:
+                        assert not acting.list_held_sessions().session_ids, f"{name}/{team}"
+    finally:
+        proxy.close()
+        stop_shards(shards.values())
+
+
+def test_reshard_refuses_to_move_one_tenant_only() -> None:
+    """Moving one tenant's sessions and switching the ring would strand every other tenant's: refused
+    before any call (the addresses are never dialled)."""
+    done = subprocess.run([sys.executable, "-m", "memsvc", "reshard", "--shard", "memsvc-0=127.0.0.1:1",
+                           "--next-proxy", "127.0.0.1:1", "--proxy", "127.0.0.1:1", "--tenant", "alpha"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "reshard moves every tenant's sessions" in done.stderr and "drop --tenant" in done.stderr

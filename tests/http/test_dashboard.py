@@ -15,6 +15,7 @@ from memsvc_client.v1 import memory_pb2 as pb
 from tests.support import ServerProcess
 from tests.support.browser import screenshot
 from tests.support.llm_server import LLMServer
+from tests.support.tenancy import write_tenants
 
 ROOT = Path(__file__).resolve().parents[2]
 DIALOGUES = json.loads((ROOT / "benchmarks/data/conversations.json").read_text())["dialogues"]
@@ -331,3 +332,57 @@ def test_with_a_token_the_dashboard_is_refused_until_login_and_keeps_the_token_i
     expect(page.locator("[role=tabpanel] li.message")).to_have_count(2)
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+def test_a_tenants_token_shows_only_its_tenant_and_an_admin_of_every_tenant_picks_one(make_server, tmp_path, page):
+    tenants = write_tenants(tmp_path / "tenants.toml", [("alpha-token", "alpha", "write"),
+                                                        ("beta-token", "beta", "write"),
+                                                        ("every-tenant-admin", "*", "admin")])
+    server = make_server("--http-listen", "127.0.0.1:0", "--tenants-file", str(tenants))
+    for token, team in (("alpha-token", "alpha"), ("beta-token", "beta")):
+        with server.client(token=token) as client:
+            client.append(f"{team}-plans", [("user", f"{team}'s secret plans")])
+            client.append("shared-id", [("user", f"{team} was here")])
+            client.record_error("web_fetch", f"HTTP 403 for {team}", f"{team}'s fix")
+    sessions = page.locator("table.sessions tbody tr td:first-child")
+    lessons = page.locator("table.lessons tbody tr")
+    messages = page.locator("[role=tabpanel] li.message .content")
+
+    def sign_in(token: str) -> None:
+        page.get_by_label("Bearer token").fill(token)
+        page.get_by_role("button", name="Sign in").click()
+
+    def go(route: str) -> None:  # within the page: a reload would forget the token
+        page.evaluate(f"() => {{ window.location.hash = {json.dumps(route)}; }}")
+
+    open_dashboard(page, server)
+    sign_in("alpha-token")
+    expect(sessions).to_have_text(["alpha-plans", "shared-id"])
+    expect(page.get_by_label("Tenant")).to_have_count(0)  # not an admin: no picker
+    page.get_by_role("link", name="shared-id").click()
+    expect(messages).to_have_text(["alpha was here"])
+    go("#/sessions/beta-plans")
+    expect(page.get_by_role("alert")).to_contain_text("NOT_FOUND")  # another tenant's is as one that does not exist
+    expect(page.get_by_text("beta's secret plans")).to_have_count(0)
+    go("#/lessons")
+    expect(lessons).to_have_count(1)
+    expect(lessons.first).to_contain_text("alpha's fix")
+    screenshot(page, "16-tenant-lessons")
+
+    page.get_by_role("button", name="Sign out").click()
+    sign_in("every-tenant-admin")
+    picker = page.get_by_label("Tenant")
+    with server.client(token="every-tenant-admin") as admin:
+        expect(picker.locator("option")).to_have_text(list(admin.list_tenants().tenants))
+    expect(picker).to_have_value("default")
+    expect(lessons).to_have_count(0)  # the default tenant has none
+    picker.select_option("beta")
+    expect(lessons).to_have_count(1)
+    expect(lessons.first).to_contain_text("beta's fix")
+    go("#/sessions")
+    expect(sessions).to_have_text(["beta-plans", "shared-id"])
+    page.get_by_role("link", name="shared-id").click()
+    expect(messages).to_have_text(["beta was here"])
+    screenshot(page, "17-admin-acting-for-beta")
+    picker.select_option("alpha")
+    expect(messages).to_have_text(["alpha was here"])

@@ -18,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support import ROOT, free_port, wait_for
+from tests.support.tenancy import write_tenants
 
 TOOLS = {"chat_history", "lookup_error_lessons", "record_error_lesson"}
 
@@ -226,9 +227,12 @@ def mcp_http(tmp_path):
         process.wait(30)
 
 
-def over_http(url: str, run: Callable[[McpClient], Awaitable[Any]], token: str | None = None) -> Any:
+def over_http(url: str, run: Callable[[McpClient], Awaitable[Any]], token: str | None = None,
+              tenant: str | None = None) -> Any:
     async def main() -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if tenant:
+            headers["memsvc-tenant"] = tenant
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
                 McpClient(streamable_http_client(url, http_client=http)) as client:
             return await run(client)
@@ -306,3 +310,98 @@ def test_mcp_over_http_bounds_its_connections_and_their_header_time(server, mcp_
 async def tools_and_search(client: McpClient) -> tuple[set[str], dict[str, Any]]:
     return {tool.name for tool in (await client.list_tools()).tools}, structured(
         await client.call_tool("chat_history", {"query": "postgres", "match": "keyword"}))
+
+
+# -- tenants: each MCP client's own token ------------------------------------------------------------
+
+TENANT_TOKENS = [("alpha-writer", "alpha", "write"), ("beta-writer", "beta", "write"),
+                 ("alpha-reader", "alpha", "read"), ("every-tenant-admin", "*", "admin")]
+
+
+@pytest.fixture
+def tenants_server(make_server, tmp_path):
+    """A memsvc with a tenants file: alpha and beta each hold a session `agent` and a lesson on web_fetch."""
+    server = make_server("--tenants-file", str(write_tenants(tmp_path / "tenants.toml", TENANT_TOKENS)))
+    for token, team in (("alpha-writer", "alpha"), ("beta-writer", "beta")):
+        with server.client(token=token) as memory:
+            memory.append("agent", [("user", f"{team} ships on Mondays"), ("assistant", f"noted for {team}")])
+            memory.record_error("web_fetch", "HTTP 403 Forbidden from cloudflare", f"{team}'s fix: a proxy",
+                                keywords=["cloudflare"])
+    return server
+
+
+async def window_and_lessons(client: McpClient) -> tuple[list[str], list[str]]:
+    context = structured(await client.call_tool("chat_history", {"mode": "context"}))
+    found = structured(await client.call_tool("lookup_error_lessons", {
+        "tool_name": "web_fetch", "error_text": "403 Forbidden (cloudflare)"}))
+    return [m["content"] for m in context["window"]], [lesson["action"] for lesson in found["lessons"]]
+
+
+def test_with_pass_token_each_mcp_client_acts_as_its_own_tenant(tenants_server, mcp_http):
+    url = mcp_http(tenants_server, "--pass-token", "--session", "agent")
+    assert over_http(url, window_and_lessons, token="alpha-writer") == (
+        ["alpha ships on Mondays", "noted for alpha"], ["alpha's fix: a proxy"])
+    assert over_http(url, window_and_lessons, token="beta-writer") == (
+        ["beta ships on Mondays", "noted for beta"], ["beta's fix: a proxy"])
+
+    recorded = over_http(url, lambda client: client.call_tool("record_error_lesson", {
+        "tool_name": "shell", "symptom": "jq: command not found", "action": "apt-get install jq"}),
+        token="beta-writer")
+    assert structured(recorded)["stored"] is True
+    with tenants_server.client(token="beta-writer") as beta, tenants_server.client(token="alpha-writer") as alpha:
+        assert "apt-get install jq" in [r.action for r in beta.list_errors().records]
+        assert "apt-get install jq" not in [r.action for r in alpha.list_errors().records]
+
+
+def test_with_pass_token_an_admin_of_every_tenant_acts_for_the_tenant_its_request_names(tenants_server, mcp_http):
+    url = mcp_http(tenants_server, "--pass-token", "--session", "agent")
+    assert over_http(url, window_and_lessons, token="every-tenant-admin", tenant="beta") == (
+        ["beta ships on Mondays", "noted for beta"], ["beta's fix: a proxy"])
+    assert over_http(url, window_and_lessons, token="every-tenant-admin", tenant="alpha") == (
+        ["alpha ships on Mondays", "noted for alpha"], ["alpha's fix: a proxy"])
+    # Only an admin of every tenant may name one: memsvc refuses anyone else, and the agent reads why.
+    text = refused(over_http(url, lambda client: client.call_tool("chat_history", {"mode": "context"}),
+                             token="alpha-writer", tenant="beta"))
+    assert "PERMISSION_DENIED TENANT_FORBIDDEN" in text and "beta ships" not in text
+
+
+def test_with_pass_token_a_read_token_reads_and_cannot_record(tenants_server, mcp_http):
+    url = mcp_http(tenants_server, "--pass-token", "--session", "agent")
+
+    async def run(client: McpClient) -> tuple[tuple[list[str], list[str]], Any]:
+        return await window_and_lessons(client), await client.call_tool("record_error_lesson", {
+            "tool_name": "shell", "symptom": "jq: command not found", "action": "apt-get install jq"})
+    read, record = over_http(url, run, token="alpha-reader")
+    assert read == (["alpha ships on Mondays", "noted for alpha"], ["alpha's fix: a proxy"])
+    text = refused(record)
+    assert "PERMISSION_DENIED ROLE_FORBIDS" in text and "write" in text
+    with tenants_server.client(token="alpha-writer") as alpha:
+        assert [r.action for r in alpha.list_errors().records] == ["alpha's fix: a proxy"]
+
+
+def test_with_pass_token_no_token_or_an_unknown_one_is_refused(tenants_server, mcp_http):
+    url = mcp_http(tenants_server, "--pass-token", "--session", "agent")
+    for token in (None, "guess"):
+        refusal = initialize(url, token)
+        assert refusal.status_code == 401 and refusal.headers["www-authenticate"].startswith("Bearer")
+        assert "Mondays" not in refusal.text
+    assert initialize(url, "alpha-reader").status_code == 200
+
+
+@pytest.mark.parametrize("flags", [("--http", "127.0.0.1:0", "--token-file", "TOKEN"), ()])
+def test_pass_token_is_for_http_with_no_token_of_its_own(server, tmp_path, flags):
+    token = tmp_path / "token"
+    token.write_text("alpha-writer")
+    done = subprocess.run([sys.executable, "-m", "memsvc", "mcp", "--target", server.tcp, "--session", "agent",
+                           "--pass-token", *(str(token) if flag == "TOKEN" else flag for flag in flags)],
+                          cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert ("drop --http-token-file and --token-file" if flags else "over stdio") in done.stderr
+
+
+def test_over_stdio_the_token_file_names_the_tenant(tenants_server, tmp_path):
+    token = tmp_path / "beta-token"
+    token.write_text("beta-writer\n")
+    got = session(over_stdio(tenants_server.tcp, "--token-file", str(token), "--session", "agent"),
+                  window_and_lessons)
+    assert got == (["beta ships on Mondays", "noted for beta"], ["beta's fix: a proxy"])

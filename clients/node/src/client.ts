@@ -1,7 +1,8 @@
 /**
  * MemsvcClient: a thin, typed client over the generated Connect stubs, one
  * method per RPC. Owns the connection (TCP or unix socket), the default
- * deadline, the bearer token, the `memsvc-session` header of per-session RPCs,
+ * deadline, the bearer token, the `memsvc-tenant` header of an admin acting for a
+ * tenant, the `memsvc-session` header of per-session RPCs,
  * plain arguments (enum names such as "keyword"), retries where the contract
  * allows them and turning failures into MemsvcError subclasses. Must never
  * hold memory logic.
@@ -52,6 +53,9 @@ import { type GetServerInfoResponse, ShardService } from "./gen/memsvc/v1/shards
 import { DEFAULT_RETRY, RETRY, type RetryPolicy, retrying } from "./retry.js";
 import { parseTarget, sessionManager, type TlsOptions } from "./target.js";
 
+/** The request header naming the tenant an admin of every tenant acts for. */
+export const TENANT_METADATA = "memsvc-tenant";
+
 /** The request header naming the session a per-session RPC acts on: a proxy in front of shards routes by it. */
 export const SESSION_METADATA = "memsvc-session";
 
@@ -63,8 +67,11 @@ export const FIT_TIMEOUT_MS = 300_000;
 export interface ClientOptions {
   /** Deadline of every call that sets none itself; default 10 s. */
   timeoutMs?: number;
-  /** Bearer token, for a server started with token_file. */
+  /** Bearer token, for a server started with token_file or tenants_file. */
   token?: string;
+  /** The tenant an admin of every tenant (a tenants file's tenant "*") acts for, sent as `memsvc-tenant` on every
+   * call, streams included; any other token may name only its own tenant. */
+  tenant?: string;
   /** TLS to a TCP target: `true` trusts the system's CAs; or the server's CA and, for mTLS, a client cert and key. */
   tls?: boolean | TlsOptions;
   /** Retries after UNAVAILABLE for the RPCs the contract marks safe; `false` turns them off. */
@@ -159,6 +166,13 @@ export class MemsvcClient {
       const authorization = `Bearer ${options.token}`;
       interceptors.push((next) => (request) => {
         request.header.set("authorization", authorization);
+        return next(request);
+      });
+    }
+    if (options.tenant) {
+      const tenant = options.tenant;
+      interceptors.push((next) => (request) => {
+        request.header.set(TENANT_METADATA, tenant);
         return next(request);
       });
     }

@@ -5,7 +5,7 @@
  */
 export {
   type Call, type ChatMessage, type ClientOptions, DEFAULT_TIMEOUT_MS, FIT_TIMEOUT_MS, type FitOptions, MemsvcClient,
-  type MessageLike, SESSION_METADATA, sessionHeader,
+  type MessageLike, SESSION_METADATA, sessionHeader, TENANT_METADATA,
 } from "./client.js";
 export { enumLabel, type Name } from "./convert.js";
 export {
