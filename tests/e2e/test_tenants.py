@@ -20,6 +20,7 @@ import pytest
 from memsvc_client import MemsvcError
 from tests.support import ROOT, ServerProcess, wait_for
 from tests.support.lessons import PostgresBackend
+from tests.support.llm_server import summary_reply
 from tests.support.tenancy import write_tenants
 
 A_WRITE, A_READ, A_ADMIN = "token-a-write", "token-a-read", "token-a-admin"
@@ -198,11 +199,6 @@ def test_a_rewritten_file_rotates_tokens_without_a_restart_and_a_malformed_one_k
     wait_for(lambda: server.health_status("memsvc.tenants_file") == 1)
 
 
-@pytest.fixture
-def two_servers_one_database(make_server, postgres, postgres_database, tenants_file, tmp_path):
-    backend = PostgresBackend(postgres, postgres_database)
-    return [make_server("--tenants-file", str(tenants_file), *backend.server_args, directory=tmp_path / name)
-            for name in ("one", "two")]
 
 
 def lesson_never_crosses(a_server: ServerProcess, b_server: ServerProcess, a_again: ServerProcess) -> None:
@@ -231,9 +227,19 @@ def test_a_lesson_of_one_tenant_is_never_returned_to_another_on_sqlite(shared):
 
 
 def test_a_lesson_of_one_tenant_is_never_returned_to_another_on_postgres_two_servers_one_database(
-        two_servers_one_database):
-    one, two = two_servers_one_database
+        make_server, postgres, postgres_database, tenants_file, tmp_path):
+    backend = PostgresBackend(postgres, postgres_database)
+    one, two = (make_server("--tenants-file", str(tenants_file), *backend.server_args, directory=tmp_path / name)
+                for name in ("one", "two"))
     lesson_never_crosses(one, two, two)
+    assert sorted(backend.column("tenant")) == ["a", "b"]
+
+    # Removing a tenant takes its rows out of the shared database, and no other tenant's.
+    for server in (one, two):
+        server.terminate()
+    memsvc("tenants", "remove", "b", "--tenants-file", str(tenants_file), "--data-dir", str(two.data_dir),
+           *backend.server_args)
+    assert backend.column("tenant") == ["a"]
 
 
 def test_export_from_one_tenant_imports_into_the_tenant_named_and_a_writer_imports_into_its_own(shared):
@@ -470,3 +476,18 @@ def test_without_a_tenants_file_the_layout_stays_and_the_first_start_with_one_se
         a.append("new", [("user", "a's own")])
     assert (server.data_dir / "sessions" / "existing").is_dir()
     assert not (server.data_dir / "sessions" / "new").exists()
+
+
+def test_a_summary_belongs_to_its_tenants_session(make_server, tenants_file, llm_server):
+    server = make_server("--tenants-file", str(tenants_file), "--llm-base-url", llm_server.base_url,
+                         "--summary-model", "sum", "--llm-max-retries", "0")
+    llm_server.script("sum", summary_reply(["Do: keep alpha's plans"], topic="alpha launch"))
+    with server.client(token=A_WRITE) as a, server.client(token=B_WRITE) as b:
+        a.append("s", [("user", "alpha launch plans"), ("assistant", "noted")])
+        b.append("s", [("user", "bravo budget talk"), ("assistant", "noted")])
+        assert a.summarize("s", timeout=30).count == 2
+        assert a.get_summary("s").summary.current_discussion.topic == "alpha launch"
+        assert b.get_summary("s").summary is None
+        assert b.get_context("s").turn_context is None
+        assert "alpha launch" in a.get_context("s").turn_context.content
+        assert "bravo" not in llm_server.calls("sum")[0].user
