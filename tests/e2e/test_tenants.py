@@ -262,7 +262,8 @@ def test_export_from_one_tenant_imports_into_the_tenant_named_and_a_writer_impor
 
 
 def test_quotas_refuse_with_tenant_quota_and_store_nothing_half(make_server, tmp_path):
-    path = write_tenants(tmp_path / "tenants.toml", [(A_WRITE, "a", "write"), (B_WRITE, "b", "write")],
+    path = write_tenants(tmp_path / "tenants.toml", [(A_WRITE, "a", "write"), (B_WRITE, "b", "write"),
+                                                      (ADMIN, "*", "admin")],
                          quotas={"a": {"max_sessions": 2}, "b": {"max_bytes": 300_000}})
     server = make_server("--tenants-file", str(path))
     with server.client(token=A_WRITE) as a, server.client(token=B_WRITE) as b:
@@ -284,6 +285,17 @@ def test_quotas_refuse_with_tenant_quota_and_store_nothing_half(make_server, tmp
         error = refused(lambda: a.import_session(exported))  # a third session of a
         assert (error.reason, error.metadata.get("quota")) == ("TENANT_QUOTA", "max_sessions")
         assert sorted(s.session_id for s in a.list_sessions().sessions) == ["one", "two"]
+
+        # An import past max_bytes is refused whole: no session, nothing staged.
+        a.append("two", [("user", "w" * 100_000), ("assistant", "v" * 150_000)])  # a has no byte quota
+        with server.client(token=ADMIN, tenant="b") as for_b:
+            # a page at a time: the 100 kB page fits, the 150 kB one does not
+            error = refused(lambda: for_b.import_session(a.export_session("two", page_size=1)))
+        assert (error.reason, error.metadata.get("quota")) == ("TENANT_QUOTA", "max_bytes")
+        assert sorted(s.session_id for s in b.list_sessions().sessions) == ["big", "three"]
+        assert sorted(entry.name for entry in (server.data_dir / "tenants" / "b" / "sessions").iterdir()) == [
+            "big", "three"]
+        b.append("big", [("user", "q" * 150_000)])  # nor is the refused import's first page counted as stored
 
 
 def test_the_audit_log_has_one_line_per_destructive_or_admin_call_and_never_a_token(shared):
