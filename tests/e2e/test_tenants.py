@@ -436,6 +436,12 @@ def test_the_cli_adds_tokens_acts_with_a_token_file_and_removes_a_tenant_whole(m
     read_file.write_text(later)
     denied = memsvc("reset", "s", "--target", server.tcp, "--token-file", str(read_file), check=False)
     assert denied.returncode == 1 and "ROLE_FORBIDS" in denied.stderr
+    admin_file = tmp_path / "admin.token"
+    admin_file.write_text(memsvc("tenants", "add-token", "*", "admin", "--tenants-file", str(path)).stdout)
+    wait_for(lambda: memsvc("show", "s", "--target", server.tcp, "--token-file", str(admin_file), "--tenant", "b",
+                            check=False).returncode == 0)
+    shown = memsvc("show", "s", "--target", server.tcp, "--token-file", str(admin_file), "--tenant", "b").stdout
+    assert "bravo kept apart" in shown and "alpha" not in shown
 
     b_dir = server.data_dir / "tenants" / "b"
     assert b_dir.is_dir()
