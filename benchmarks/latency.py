@@ -17,12 +17,18 @@ clients: its ratios to the first server should sit within the twin's. The
 same calls over HTTP/JSON (the Connect protocol, one keep-alive connection)
 are then timed beside the same calls over gRPC on that server.
 
+A fifth server reads a tenants file of 1,000 tokens (the calls carry one of
+them, a writer of tenant `default`): every call is admitted by its token's
+SHA-256, its role and its tenant. Its latencies over the plain server's sit
+beside the twin's (issue 25: Append p50 within 5%).
+
     .venv/bin/python benchmarks/latency.py [--rounds 2000]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import json
 import os
@@ -52,6 +58,10 @@ TWIN = "_twin"
 SLOW_DISK = "_fsync_2ms"
 "Suffix of a server whose every sync takes 2 ms longer, as on a network volume."
 SLOW_SYNC = {"MEMSVC_FAILPOINTS": "durable.fsync=delay:2ms"}
+TENANTS_FILE = "_tenants_file_1000_tokens"
+"Suffix of a server with a tenants file of TENANT_TOKENS tokens, called with one of them."
+TENANT_TOKENS = 1000
+BENCH_TOKEN = "benchmark-writer-of-the-default-tenant"
 SETTLE_SECONDS = 15.0
 "Time for the background work of opening a 4 MiB session (embedding, an index build) to finish."
 
@@ -126,25 +136,41 @@ def appending(session_id: str, text: str) -> pb.AppendRequest:
     return pb.AppendRequest(session_id=session_id, messages=[pb.Message(role=pb.ROLE_USER, content=text)])
 
 
-def grpc_calls(prefix: str, channel: grpc.Channel) -> dict:
-    """The floor and the measured calls, all through the generated stubs on one channel."""
+def grpc_calls(prefix: str, channel: grpc.Channel, token: str | None = None) -> dict:
+    """The floor and the measured calls, all through the generated stubs on one channel (with `token`, the
+    measured calls carry it; a health Check needs none)."""
     health, memory = health_pb2_grpc.HealthStub(channel), memory_pb2_grpc.MemoryServiceStub(channel)
     check, fresh, big = health_pb2.HealthCheckRequest(), appending("fresh", "hello"), appending("big", "hello")
     context = pb.GetContextRequest(session_id="big")
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
     return {
         f"health_check{prefix}": lambda: health.Check(check),
-        f"append_empty{prefix}": lambda: memory.Append(fresh),
-        f"append_4mib{prefix}": lambda: memory.Append(big),
-        f"get_context_4mib{prefix}": lambda: memory.GetContext(context),
+        f"append_empty{prefix}": lambda: memory.Append(fresh, metadata=metadata),
+        f"append_4mib{prefix}": lambda: memory.Append(big, metadata=metadata),
+        f"get_context_4mib{prefix}": lambda: memory.GetContext(context, metadata=metadata),
     }
+
+
+def tenants_file(path: Path) -> Path:
+    """TENANT_TOKENS tokens over ten tenants, BENCH_TOKEN among them; the file holds their SHA-256 only."""
+    tokens = [(f"token-{n}", f"tenant-{n % 10}", "write") for n in range(TENANT_TOKENS - 1)]
+    tokens.append((BENCH_TOKEN, "default", "write"))
+    path.write_text("".join(f'[[tokens]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\n'
+                            f'tenant = "{tenant}"\nrole = "{role}"\n\n' for token, tenant, role in tokens))
+    return path
+
+
+def latency_over_plain(results: dict, suffix: str) -> dict[str, float]:
+    """Each latency of the server named by `suffix` divided by the plain server's."""
+    return {f"{name}_{quantile}": round(results[name + suffix][f"{quantile}_ms"] / r[f"{quantile}_ms"], 3)
+            for name, r in results.items() if name + suffix in results for quantile in ("p50", "p99")}
 
 
 def over_plain(results: dict, rates: dict, suffix: str) -> dict[str, float]:
     """Each figure of the server named by `suffix` divided by the plain server's."""
     check_rate, rate = rates[""]
     return {
-        **{f"{name}_{quantile}": round(results[name + suffix][f"{quantile}_ms"] / r[f"{quantile}_ms"], 3)
-           for name, r in results.items() if name + suffix in results for quantile in ("p50", "p99")},
+        **latency_over_plain(results, suffix),
         "appends_per_second_16_clients": round(rates[suffix][1] / rate, 3),
         "checks_per_second_16_clients": round(rates[suffix][0] / check_rate, 3),
     }
@@ -170,8 +196,10 @@ def main() -> None:
     args = parser.parse_args()
     # Room above 4 MiB so auto compaction does not trim the prefilled history mid-run.
     room = ("--max-history-bytes", str(2 * FOUR_MIB))
-    flags = {"": room, TWIN: room, HTTP_LISTEN: (*room, "--http-listen", "127.0.0.1:0"), SLOW_DISK: room}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        tenants = ("--tenants-file", str(tenants_file(Path(tmp) / "tenants.toml")))
+        flags = {"": room, TWIN: room, HTTP_LISTEN: (*room, "--http-listen", "127.0.0.1:0"), SLOW_DISK: room,
+                 TENANTS_FILE: (*room, *tenants)}
         sizes = [prefill(Path(tmp) / f"data{suffix}", "big", FOUR_MIB) for suffix in flags]
         servers = {}
         for suffix, extra in flags.items():
@@ -180,13 +208,15 @@ def main() -> None:
             stack.callback(servers[suffix].terminate)
         calls, clients = {}, {}
         for suffix, server in servers.items():
-            clients[suffix] = stack.enter_context(Client(server.tcp))
+            token = BENCH_TOKEN if suffix == TENANTS_FILE else None
+            clients[suffix] = stack.enter_context(Client(server.tcp, token=token))
             clients[suffix].get_context("big")  # open it once, as a live session is
-            calls.update(grpc_calls(suffix, stack.enter_context(grpc.insecure_channel(server.tcp))))
+            calls.update(grpc_calls(suffix, stack.enter_context(grpc.insecure_channel(server.tcp)), token))
         time.sleep(SETTLE_SECONDS)  # vectors of the big sessions are embedded and indexed in the background
         # The three servers get the same calls, in an order that rotates: no server always goes first.
         results = interleaved(calls, rounds=args.rounds, rotate=True)
-        rates = side_by_side({suffix: server.tcp for suffix, server in servers.items()}, args.seconds)
+        rates = side_by_side({suffix: server.tcp for suffix, server in servers.items() if suffix != TENANTS_FILE},
+                             args.seconds)
         # Then HTTP/JSON beside gRPC on the server that serves both.
         json_client = ConnectJson(servers[HTTP_LISTEN].http)
         grpc_client = clients[HTTP_LISTEN]
@@ -209,6 +239,7 @@ def main() -> None:
         "checks_per_second_16_clients": round(check_rate),
         "with_http_listen_over_without": over_plain(results, rates, HTTP_LISTEN),
         "twin_over_without": over_plain(results, rates, TWIN),
+        "tenants_file_1000_tokens_over_without": latency_over_plain(results, TENANTS_FILE),
         "http_json_over_grpc_p50": {name: round(results[f"http_json_{name}"]["p50_ms"]
                                                 / results[f"grpc_{name}_beside_http"]["p50_ms"], 3)
                                     for name in ("append_empty", "get_context_4mib")},
@@ -223,6 +254,7 @@ def main() -> None:
               f"({appends / checks:.2f}x)")
     print("with http_listen / without:", json.dumps(report["with_http_listen_over_without"]))
     print("twin (the noise) / without:", json.dumps(report["twin_over_without"]))
+    print("tenants_file of 1,000 tokens / without:", json.dumps(report["tenants_file_1000_tokens_over_without"]))
     print("HTTP/JSON / gRPC on one server (p50):", json.dumps(report["http_json_over_grpc_p50"]))
     for name, figures in report["targets"].items():
         print(f"targets, {name}:", json.dumps(figures))

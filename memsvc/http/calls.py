@@ -112,7 +112,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
     async def call(request: Any, context: RequestContext[Any, Any]) -> Message:
         call_context = CallContext(context)
         try:
-            with gate.admit(method.name, *_credentials(context)) as (caller, tenant):
+            with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
                 outcome, reply = "CANCELLED", None
                 try:
                     reply = await behaviour(request, call_context)
@@ -135,7 +135,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         """A server stream: the gate admits it once, for as long as it runs."""
         call_context = CallContext(context)
         try:
-            with gate.admit(method.name, *_credentials(context)) as (caller, tenant):
+            with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
                 outcome = "CANCELLED"
                 try:
                     async for reply in behaviour(request, call_context):

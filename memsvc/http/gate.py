@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memsvc.core.errors import ResourceExhausted
+from memsvc.core.errors import MemsvcError, ResourceExhausted
 from memsvc.core.reasons import Reason
 from memsvc.rpc.access import Access, acting, done_acting
 from memsvc.tenancy.tenants import Caller
@@ -25,10 +25,15 @@ class Gate:
         self._in_flight = 0
 
     @contextmanager
-    def admit(self, method: str, authorization: str | None, tenant: str | None) -> Iterator[tuple[Caller, str]]:
+    def admit(self, method: str, authorization: str | None, tenant: str | None,
+              session: str = "") -> Iterator[tuple[Caller, str]]:
         """Hold one place for a call of `method` presenting these headers, its caller and the tenant it acts for
-        current for the block (and yielded); raises when it may not run."""
-        caller, acting_for = self.access.admit(method, authorization, tenant)
+        current for the block (and yielded); raises when it may not run (audited, naming `session`)."""
+        try:
+            caller, acting_for = self.access.admit(method, authorization, tenant)
+        except MemsvcError as refused:
+            self.access.audit_refusal(method, authorization, tenant, session, refused)
+            raise
         if self._in_flight >= self._max_in_flight:
             raise ResourceExhausted(f"Concurrent RPC limit exceeded! ({self._max_in_flight} calls in flight on the "
                                     "HTTP listener, max_concurrent_rpcs); retry with backoff",

@@ -26,7 +26,7 @@ from memsvc.core.errors import MemsvcError, PermissionDenied, Unauthenticated
 from memsvc.core.reasons import Reason
 from memsvc.rpc import audit
 from memsvc.rpc.handlers import Behaviour, rewrap
-from memsvc.rpc.status import to_status
+from memsvc.rpc.status import CODES, to_status
 from memsvc.tenancy.tenants import ANY, DEFAULT, OPEN, SINGLE, Caller, Directory, Role
 
 AUTHORIZATION = "authorization"
@@ -93,6 +93,19 @@ class Access:
                                    reason=Reason.ROLE_FORBIDS, metadata={"needed": needed, "role": caller.role})
         return caller, self._acting_for(caller, tenant)
 
+    def audit_refusal(self, method: str, authorization: str | bytes | None, named: str | None, session: str,
+                      refused: MemsvcError) -> None:
+        """The audit line of a call refused before it ran (its token, role or tenant), with what is known of
+        its caller: an audited call's refusals are what an audit log is most read for."""
+        if method not in audit.AUDITED:
+            return
+        try:
+            caller: Caller | None = self.caller(authorization)
+        except MemsvcError:
+            caller = None
+        tenant = named or (caller.tenant if caller is not None else "")
+        audit.record(method, caller, tenant, session, CODES[refused.kind].name)
+
     def _acting_for(self, caller: Caller, named: str | None) -> str:
         if caller.tenant != ANY:
             if named and named != caller.tenant:
@@ -151,20 +164,20 @@ class Admission(grpc.aio.ServerInterceptor):
         if handler is None or handler_call_details.method in OPEN_METHODS:
             return handler
         metadata = handler_call_details.invocation_metadata
+        method = handler_call_details.method.rpartition("/")[2]
+        authorization, named = metadata_value(metadata, AUTHORIZATION), metadata_value(metadata, TENANT_METADATA)
         try:
-            caller, tenant = self._access.admit(handler_call_details.method.rpartition("/")[2],
-                                                metadata_value(metadata, AUTHORIZATION),
-                                                metadata_value(metadata, TENANT_METADATA))
+            caller, tenant = self._access.admit(method, authorization, named)
         except MemsvcError as refused:
-            status = to_status(refused)
+            failure, status, access = refused, to_status(refused), self._access  # `refused` ends with the block
 
             def refuse(_: Behaviour) -> Behaviour:
-                async def abort(_request: object, context: grpc.aio.ServicerContext) -> None:
+                async def abort(request: object, context: grpc.aio.ServicerContext) -> None:
+                    access.audit_refusal(method, authorization, named, audit.session_of(request), failure)
                     await context.abort_with_status(status)
                 return abort
 
             return rewrap(handler, refuse)
-        method = handler_call_details.method.rpartition("/")[2]
         return rewrap(handler, lambda behaviour: _as(method, caller, tenant, behaviour))
 
 

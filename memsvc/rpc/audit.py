@@ -21,11 +21,12 @@ AUDITED = frozenset({"Reset", "RemoveSession", "DeleteMessages", "ReplaceMessage
                      "HoldSession", "ReleaseSession", "PauseSessionCreation", "ImportSession", "ExportSession"})
 
 
-def record(method: str, caller: Caller, tenant: str, session: str, outcome: str) -> None:
-    """One audited call's line (nothing for a call that is not audited)."""
+def record(method: str, caller: Caller | None, tenant: str, session: str, outcome: str) -> None:
+    """One audited call's line (nothing for a call that is not audited); `caller` None: a token the server
+    does not know (or none), whose tenant and label are not known either."""
     if method in AUDITED:
-        log.info("audit", extra={"rpc": method, "tenant": tenant, "token": caller.label, "role": caller.role,
-                                 "session": session, "outcome": outcome})
+        log.info("audit", extra={"rpc": method, "tenant": tenant, "token": caller.label if caller else "",
+                                 "role": caller.role if caller else "", "session": session, "outcome": outcome})
 
 
 def session_of(message: object) -> str:

@@ -70,6 +70,8 @@ ARCHIVE_HEALTH = "memsvc.archive"
 ARCHIVE_SESSIONS_HEALTH = "memsvc.archive.sessions"
 """NOT_SERVING while the archive refuses some session whose messages it could not store (the server log and
 the archive_sessions_set_aside metric name them); every other session is served."""
+TENANTS_FILE_HEALTH = "memsvc.tenants_file"
+"""NOT_SERVING while the tenants file on disk is not in force (the log says why); the last good one serves."""
 HEALTH_CHECK_SECONDS = 1.0
 "How often the server looks at what it can do (a few stats) to keep its health statuses true."
 DRAIN_SHARE, CLOSE_SHARE = 0.7, 0.2
@@ -201,7 +203,7 @@ class Server:
         self.dead_threads: list[str] = []
         "Background threads that ended with an exception: the server then reports NOT_SERVING."
         self._watching: asyncio.Task[None] | None = None
-        self._health_state: tuple[int, int, int, int] | None = None
+        self._health_state: tuple[int, int, int, int, int] | None = None
 
     async def start(self) -> list[str]:
         self.lock.acquire()
@@ -250,12 +252,13 @@ class Server:
         return bound
 
     async def _set_health(self, status: int, archive: int | None = None, lessons: int | None = None,
-                          archive_sessions: int | None = None) -> None:
+                          archive_sessions: int | None = None, tenants_file: int | None = None) -> None:
         for name in ("",) + SERVICE_NAMES:
             await self.health.set(name, status)
         await self.health.set(ARCHIVE_HEALTH, status if archive is None else archive)
         await self.health.set(ERROR_MEMORY_SERVICE, status if lessons is None else lessons)
         await self.health.set(ARCHIVE_SESSIONS_HEALTH, status if archive_sessions is None else archive_sessions)
+        await self.health.set(TENANTS_FILE_HEALTH, status if tenants_file is None else tenants_file)
 
     def thread_died(self, args: threading.ExceptHookArgs) -> None:
         """threading.excepthook: a background thread must never die silently."""
@@ -271,12 +274,14 @@ class Server:
         broken += [f"background thread {name} died" for name in self.dead_threads]
         archive = [problem.detail for problem in problems if problem.part == "archive"]
         set_aside = [problem.detail for problem in problems if problem.part == "archive_session"]
+        tenants_file = [problem.detail for problem in problems if problem.part == "tenants_file"]
         # The lesson database (lessons_backend = postgres) may be down while every session is served.
         lessons = await asyncio.to_thread(self.app.tenant().lessons.unavailable)
         serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
         state = (not_serving if broken else serving, not_serving if archive or broken else serving,
                  not_serving if lessons is not None or broken else serving,
-                 not_serving if set_aside or archive or broken else serving)
+                 not_serving if set_aside or archive or broken else serving,
+                 not_serving if tenants_file or broken else serving)
         if state != self._health_state:
             if broken:
                 log.error("not serving", extra={"problems": broken})

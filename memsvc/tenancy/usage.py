@@ -41,21 +41,28 @@ class Usage:
         with self._lock:
             return self._measured + self._added
 
-    def refuse(self, records: Sequence[Record]) -> None:
-        """RESOURCE_EXHAUSTED `TENANT_QUOTA` when storing `records` would pass max_bytes (counted only while a
-        quota is set)."""
+    def refuse(self, records: Sequence[Record], pending: int = 0) -> int:
+        """RESOURCE_EXHAUSTED `TENANT_QUOTA` when storing `records`, after `pending` bytes of the same call (an
+        import's pages before) not stored yet, would pass max_bytes; else the bytes `records` count for (0
+        while no quota is set: nothing is counted then)."""
         limit = self.limit()
-        if limit and self.stored() + _bytes(records) > limit:
+        if not limit:
+            return 0
+        size = _bytes(records)
+        if self.stored() + pending + size > limit:
             raise ResourceExhausted(
                 f"tenant {self.tenant!r} stores {self.stored()} bytes and max_bytes (its tenants file entry) is "
                 f"{limit}: nothing was stored; remove sessions or raise the quota", reason=Reason.TENANT_QUOTA,
                 metadata={"quota": "max_bytes", "limit": str(limit)})
+        return size
 
     def added(self, records: Sequence[Record]) -> None:
         if self.limit():
-            count = _bytes(records)
-            with self._lock:
-                self._added += count
+            self.grew(_bytes(records))
+
+    def grew(self, size: int) -> None:
+        with self._lock:
+            self._added += size
 
 
 def _bytes(records: Sequence[Record]) -> int:

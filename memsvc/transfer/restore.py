@@ -87,9 +87,11 @@ class Importer:
                                     "again", reason=Reason.SESSION_EXISTS)
             held = holds.durable(session_id)
             try:
-                end = self._write(head, stream)
+                end, size = self._write(head, stream)
                 deadline.check(f"importing session {session_id!r}")
                 self.moves.install(session_id)
+                if self.quota is not None:
+                    self.quota.grew(size)  # only now: a refused or failed import never counts as stored
             except BaseException:
                 try:
                     self._discard(session_id)
@@ -99,13 +101,14 @@ class Importer:
         log.info("imported session", extra={"session": session_id, "messages": end.messages, "held": held})
         return Imported(session_id, end, held)
 
-    def _write(self, head: Head, stream: Iterator[Part]) -> End:
-        """Stage the session and commit its archive rows; returns the totals it checked."""
+    def _write(self, head: Head, stream: Iterator[Part]) -> tuple[End, int]:
+        """Stage the session and commit its archive rows; returns the totals it checked and the bytes its
+        messages take against the tenant's quota."""
         session_id = head.session_id
         staging = self.moves.staging(session_id)
         if self.archive.messages(session_id, 0, NO_UPPER_BOUND, limit=1):  # rows of an import that failed before
             self.archive.cleared(session_id)
-        digest, recent, uncommitted = Digest(), 0, 0
+        digest, recent, uncommitted, size = Digest(), 0, 0, 0
         for part in stream:
             if part.end is not None:
                 self._check_end(head, part, digest, recent, stream)
@@ -113,9 +116,8 @@ class Importer:
             if part.head is not None:
                 raise InvalidArgument("an import has one head, in its first part", reason=Reason.IMPORT_OUT_OF_ORDER)
             self._check(head, part.records, digest.last_id)
-            if self.quota is not None:  # counted as it arrives: a failed import's bytes leave at the next measure
-                self.quota.refuse(part.records)
-                self.quota.added(part.records)
+            if self.quota is not None:  # the pages before count too, though not stored yet
+                size += self.quota.refuse(part.records, pending=size)
             self.archive.appended(session_id, part.records)
             kept = [record for record in part.records if head.first_recent_id and record.id >= head.first_recent_id]
             if kept:
@@ -134,7 +136,7 @@ class Importer:
         self.archive.flush()
         if start_at:
             self.archive.compacted(session_id, first_kept, start_at)
-        return digest.end()
+        return digest.end(), size
 
     def _compacted(self, head: Head, staging: Staging) -> tuple[int, int]:
         """Trim the staged history.json to 80% of max_history_bytes, as auto compaction would after the

@@ -66,11 +66,15 @@ class Prepared(msgspec.Struct):
 class ByteQuota(Protocol):
     """The bytes a tenant may still store (tenancy/usage.py)."""
 
-    def refuse(self, records: Sequence[Record]) -> None:
-        """Raise RESOURCE_EXHAUSTED when storing `records` would pass the quota."""
+    def refuse(self, records: Sequence[Record], pending: int = 0) -> int:
+        """Raise RESOURCE_EXHAUSTED when storing `records`, after `pending` bytes of the same call not stored
+        yet, would pass the quota; else the bytes they count for."""
 
     def added(self, records: Sequence[Record]) -> None:
         """`records` were stored."""
+
+    def grew(self, size: int) -> None:
+        """`size` bytes, counted by `refuse`, were stored."""
 
 
 class Appender:

@@ -16,7 +16,13 @@ checked against what survived:
   are all there or all gone, never some;
 - ids increase, history.json is a valid JSON array, no intent record is left.
 
+With `--tenants` the server has a tenants file and two tenants use every
+session id at once, each through its own write token: each acknowledged
+message must also be present in its own tenant and absent from the other's
+session of the same id.
+
     .venv/bin/python -m tests.reliability.crashloop --iterations 100 --seed 7     (make test-crash)
+    .venv/bin/python -m tests.reliability.crashloop --iterations 100 --seed 7 --tenants
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ from pathlib import Path
 
 import msgspec
 
-from memsvc_client import MemsvcError
+from memsvc.core.layout import DEFAULT_TENANT, Layout
+from memsvc_client import Client, MemsvcError
 from tests.support import ServerProcess
+from tests.support.tenancy import write_tenants
 
 KILL_POINTS = {
     # name: the highest hit to kill at (a point hit less often in an iteration gets a lower one)
@@ -46,6 +54,33 @@ SERVER_FLAGS = ("--max-history-bytes", "6000", "--max-message-bytes", "4000", "-
                 "--archive-commit-seconds", "0.02")
 COMPACT, SEARCH, RESET, REMOVE = 0.1, 0.1, 0.04, 0.03
 "How often a client follows an Append with each of these."
+TENANTS = ("red", "blue")
+"With --tenants: two tenants that share every session id."
+UNTENANTED = ("",)
+Key = tuple[str, str]
+"(tenant, session id) of a story; tenant '' on a server without a tenants file."
+
+
+def token_of(tenant: str) -> str | None:
+    """The write token a tenant's clients present (None: a server without tokens)."""
+    return f"crashloop-{tenant}-write" if tenant else None
+
+
+def server_args(data_dir: Path, tenants: tuple[str, ...]) -> list[str]:
+    """The server's flags: a tenants file beside the data directory naming each tenant's write token."""
+    if tenants == UNTENANTED:
+        return list(SERVER_FLAGS)
+    path = data_dir.parent / "tenants.toml"
+    write_tenants(path, [(token, tenant, "write") for tenant in tenants if (token := token_of(tenant))])
+    return [*SERVER_FLAGS, "--tenants-file", str(path)]
+
+
+def sessions_dir(data_dir: Path, tenant: str) -> Path:
+    return Layout(data_dir).tenant(tenant or DEFAULT_TENANT).sessions_dir
+
+
+def named(key: Key) -> str:
+    return f"{key[0]}/{key[1]}" if key[0] else key[1]
 
 
 class Clear(msgspec.Struct):
@@ -75,15 +110,18 @@ class Findings(msgspec.Struct):
     iterations: int = 0
     acknowledged: int = 0
     verified: int = 0
+    isolated: int = 0
+    "Acknowledged messages looked for, and not found, in the other tenant's session of the same id."
     kills: dict[str, int] = {}
     clears: dict[str, int] = {}
     "Resets and removals: acknowledged, interrupted and then found done, interrupted and found not done."
     problems: list[str] = []
 
 
-def _work(server: ServerProcess, session_id: str, label: str, story: Story, stop: threading.Event,
+def _work(server: ServerProcess, key: Key, label: str, story: Story, stop: threading.Event,
           rng: random.Random) -> None:
-    with server.client(timeout=5) as client:
+    tenant, session_id = key
+    with server.client(timeout=5, token=token_of(tenant)) as client:
         sequence = 0
         while not stop.is_set():
             token = f"{label}n{sequence}w"
@@ -117,10 +155,10 @@ def _work(server: ServerProcess, session_id: str, label: str, story: Story, stop
 
 
 def iteration(number: int, data_dir: Path, rng: random.Random, findings: Findings,
-              stories: dict[str, Story]) -> None:
+              stories: dict[Key, Story], flags: list[str]) -> None:
     point = rng.choice([*KILL_POINTS, "external"])
     env = {} if point == "external" else {"MEMSVC_FAILPOINTS": f"{point}=kill@{rng.randint(1, KILL_POINTS[point])}"}
-    server = ServerProcess(data_dir, *SERVER_FLAGS, env=env)
+    server = ServerProcess(data_dir, *flags, env=env)
     findings.iterations += 1
     try:
         server.start()
@@ -130,9 +168,9 @@ def iteration(number: int, data_dir: Path, rng: random.Random, findings: Finding
         findings.kills[f"{point} (while starting)"] = findings.kills.get(f"{point} (while starting)", 0) + 1
         return
     stop = threading.Event()
-    workers = [threading.Thread(target=_work, args=(server, session_id, f"i{number}{session_id[0]}",
-                                                    stories[session_id], stop, random.Random(rng.random())))
-               for session_id in SESSIONS]
+    workers = [threading.Thread(target=_work, args=(server, key, f"i{number}{key[0][:1]}{key[1][0]}", story, stop,
+                                                    random.Random(rng.random())))
+               for key, story in stories.items()]
     for worker in workers:
         worker.start()
     deadline = time.monotonic() + rng.uniform(0.3, 2.0)
@@ -182,40 +220,59 @@ def check_story(session_id: str, story: Story, counts: list[list[int]], findings
             findings.problems.append(f"{session_id}: acknowledged ids did not keep increasing: {run[:20]}...")
 
 
-def verify(data_dir: Path, stories: dict[str, Story], findings: Findings) -> None:
-    server = ServerProcess(data_dir, *SERVER_FLAGS).start()
+def found(client: Client, session_id: str, token: str) -> int:
+    """How many messages of the session hold `token` as a word."""
+    hits = client.search(session_id, token, match="keyword", limit=32).hits
+    return sum(token in hit.message.content.split() for hit in hits)
+
+
+def verify(data_dir: Path, stories: dict[Key, Story], findings: Findings, flags: list[str]) -> None:
+    server = ServerProcess(data_dir, *flags).start()
+    tenants = sorted({tenant for tenant, _ in stories})
+    clients = {tenant: server.client(timeout=30, token=token_of(tenant)) for tenant in tenants}
     try:
-        with server.client(timeout=30) as client:
-            for session_id, story in stories.items():
-                history = data_dir / "sessions" / session_id / "history.json"
-                if history.exists():
-                    msgspec.json.decode(history.read_bytes())  # a valid JSON array, or this raises
-                ids = [m.id for m in client.get_context(session_id).window]
-                if ids != sorted(set(ids)):
-                    findings.problems.append(f"{session_id}: window ids not increasing: {ids}")
-                counts = []
-                for segment in story.segments:
-                    counts.append([])
-                    for token in segment:
-                        hits = client.search(session_id, token, match="keyword", limit=32).hits
-                        counts[-1].append(sum(token in h.message.content.split() for h in hits))
-                        findings.verified += 1
-                check_story(session_id, story, counts, findings)
-        leftovers = sorted(path.name for path in (data_dir / "sessions").glob(".intent-*"))
-        if leftovers:
-            findings.problems.append(f"intent records left after start: {leftovers}")
+        for (tenant, session_id), story in stories.items():
+            client, name = clients[tenant], named((tenant, session_id))
+            history = sessions_dir(data_dir, tenant) / session_id / "history.json"
+            if history.exists():
+                msgspec.json.decode(history.read_bytes())  # a valid JSON array, or this raises
+            ids = [m.id for m in client.get_context(session_id).window]
+            if ids != sorted(set(ids)):
+                findings.problems.append(f"{name}: window ids not increasing: {ids}")
+            counts = []
+            for segment in story.segments:
+                counts.append([])
+                for token in segment:
+                    counts[-1].append(found(client, session_id, token))
+                    findings.verified += 1
+                    for other in tenants:
+                        if other != tenant:
+                            findings.isolated += 1
+                            if found(clients[other], session_id, token):
+                                findings.problems.append(f"{name}: {token} found in tenant {other}'s {session_id}")
+            check_story(name, story, counts, findings)
+        for tenant in tenants:
+            leftovers = sorted(path.name for path in sessions_dir(data_dir, tenant).glob(".intent-*"))
+            if leftovers:
+                findings.problems.append(f"intent records left after start: {leftovers}")
     finally:
+        for client in clients.values():
+            client.close()
         server.terminate()
 
 
-def run(iterations: int, seed: int, data_dir: Path) -> Findings:
+def run(iterations: int, seed: int, data_dir: Path, tenants: bool = False) -> Findings:
+    """`tenants`: two tenants share every session id, on a server with a tenants file."""
     rng = random.Random(seed)
     findings = Findings()
-    stories = {session_id: Story() for session_id in SESSIONS}
+    names = TENANTS if tenants else UNTENANTED
+    stories = {(tenant, session_id): Story() for tenant in names for session_id in SESSIONS}
+    data_dir.mkdir(parents=True, exist_ok=True)
+    flags = server_args(data_dir, names)
     for number in range(iterations):
-        iteration(number, data_dir, rng, findings, stories)
+        iteration(number, data_dir, rng, findings, stories, flags)
     findings.acknowledged = sum(len(segment) for story in stories.values() for segment in story.segments)
-    verify(data_dir, stories, findings)
+    verify(data_dir, stories, findings, flags)
     return findings
 
 
@@ -223,15 +280,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--tenants", action="store_true", help="two tenants sharing every session id")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         started = time.monotonic()
-        findings = run(args.iterations, args.seed, Path(tmp) / "data")
+        findings = run(args.iterations, args.seed, Path(tmp) / "data", tenants=args.tenants)
     print(f"{findings.iterations} kill iterations (seed {args.seed}) in {time.monotonic() - started:.0f} s")
     print(f"kills by point: {dict(sorted(findings.kills.items()))}")
     print(f"resets and removals: {dict(sorted(findings.clears.items()))}")
     print(f"acknowledged messages: {findings.acknowledged}; checked against their session's story: "
-          f"{findings.verified}")
+          f"{findings.verified}" + (f"; absent from the other tenant: {findings.isolated}" if args.tenants else ""))
     print(f"findings: {len(findings.problems)}")
     for problem in findings.problems[:50]:
         print(f"  {problem}")

@@ -66,3 +66,14 @@ def test_short_kill_loop_loses_nothing(tmp_path):
     assert findings.problems == []
     assert findings.verified == findings.acknowledged
     assert sum(findings.clears.values()) > 0, "the clients reset and removed their sessions too"
+
+
+def test_short_kill_loop_with_two_tenants_sharing_every_session_id(tmp_path):
+    """The loop with a tenants file: each acknowledged message is in its own tenant's session, and never in
+    the other tenant's session of the same id."""
+    from tests.reliability import crashloop
+
+    findings = crashloop.run(iterations=4, seed=20261202, data_dir=tmp_path / "data", tenants=True)
+    assert findings.iterations == 4 and findings.acknowledged > 0
+    assert findings.problems == []
+    assert findings.verified == findings.acknowledged == findings.isolated
