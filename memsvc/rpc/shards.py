@@ -24,10 +24,11 @@ from memsvc.core.errors import Unavailable
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.rpc import convert
-from memsvc.rpc.access import serving, tenant_of
+from memsvc.rpc.access import caller_of, serving, tenant_of
 from memsvc.rpc.deadlines import deadline_of
 from memsvc.rpc.status import translated, translated_stream
 from memsvc.summary.cursor import Cursor
+from memsvc.tenancy.tenants import ANY
 from memsvc.transfer.parts import End, Head, Part
 from memsvc_client.v1 import shards_pb2 as pb
 from memsvc_client.v1 import shards_pb2_grpc
@@ -120,7 +121,10 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
     @translated
     async def ListTenants(self, request: pb.ListTenantsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ListTenantsResponse:
-        return pb.ListTenantsResponse(tenants=self.app.tenant_names())
+        # An admin of one tenant sees its own name only: the others' names are theirs (and resharding,
+        # which lists them all, runs as an admin of every tenant).
+        caller = caller_of()
+        return pb.ListTenantsResponse(tenants=self.app.tenant_names() if caller.tenant == ANY else [caller.tenant])
 
     @translated
     async def PauseSessionCreation(self, request: pb.PauseSessionCreationRequest,

@@ -154,6 +154,7 @@ def test_an_admin_of_every_tenant_acts_for_the_one_it_names_and_a_tenant_admin_f
     with shared.client(token=A_ADMIN, tenant="a") as own:
         assert contents(own.get_context("s").window) == ["alpha words"]
         own.pause_session_creation(0)
+        assert own.list_tenants().tenants == ["a"]  # another tenant's very name is not a tenant admin's to see
     with shared.client(token=ADMIN, tenant="nobody") as unknown:
         error = refused(lambda: unknown.get_context("s"))
         assert (error.code, error.reason) == (grpc.StatusCode.PERMISSION_DENIED, "TENANT_FORBIDDEN")
