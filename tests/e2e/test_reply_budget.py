@@ -162,3 +162,15 @@ def test_replies_are_never_refused_for_their_size_under_a_small_request_limit(ma
         assert len(client.get_context("tiny").window) == 8000
         assert len(client.list_messages("tiny", page_size=1000).messages) == 1000
         assert len(client.delete_messages("tiny", last=1000).messages) == 1000
+
+
+def test_fit_context_leaves_an_unchanged_run_too_large_for_a_reply_out(make_server):
+    server = make_server("--max-reply-bytes", str(1200 * KB))
+    run = [{"role": "system", "content": "Be brief."},
+           {"role": "tool", "tool_call_id": "call_1", "content": "row " * (175 * KB)},
+           {"role": "user", "content": "word " * (140 * KB)}]
+    with server.client(timeout=120) as client:
+        reply = client.fit_context("fit", "acme", "rocket-9", run, context_window=2_000_000)
+        assert reply.fits and not reply.changed and reply.messages_omitted and reply.messages == []
+        small = client.fit_context("fit", "acme", "rocket-9", run[:1] + run[2:], context_window=2_000_000)
+        assert not small.messages_omitted and [json.loads(m)["role"] for m in small.messages] == ["system", "user"]
