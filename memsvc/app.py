@@ -163,7 +163,7 @@ class Tenant:
         self.transfers = Transfers(
             self.clearing, moves, self.archive, derived,
             Exporter(self.store, moves, self.archive, exclusive=[self.summarizer.guard],
-                     shard_name=settings.shard_name),
+                     shard_name=settings.shard_name, part_bytes=settings.max_reply_bytes),
             importer, exclusive=[self.summarizer.guard])
         keyword = KeywordSearch(self.store, self.archive)
         semantic = SemanticSearch(self.store, self.vectors, shared.embedder,

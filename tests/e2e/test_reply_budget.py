@@ -18,7 +18,7 @@ import pytest
 from memsvc_client import Client, FailedPreconditionError
 from memsvc_client.transcript import every_message
 from memsvc_client.v1 import memory_pb2 as pb
-from memsvc_client.v1 import memory_pb2_grpc
+from memsvc_client.v1 import memory_pb2_grpc, shards_pb2, shards_pb2_grpc
 
 DEFAULT_RECEIVE = 4 * 1024 * 1024
 "grpcio's default max_receive_message_length, the one every stub without options has."
@@ -150,6 +150,20 @@ def test_delete_messages_echoes_every_deleted_message_within_the_budget(make_ser
         whole = reply.messages[reply.contents_omitted:]
         assert {m.content for m in reply.messages[:reply.contents_omitted]} == {""}
         assert [json.loads(m.payload_json)["tool_call_id"] for m in whole] == [f"call_{m.id}" for m in whole]
+
+
+def test_an_export_comes_in_parts_a_default_client_receives(make_server):
+    server = make_server()
+    with server.client(timeout=60) as client:
+        append_one_by_one(client, "moving", [{"role": "tool", "content": f"result {n}",
+                                              "payload_json": tool_payload(n, 700 * KB)} for n in range(1, 8)])
+    with grpc.insecure_channel(server.tcp) as channel:  # no options: a 4 MiB receive limit
+        parts = list(shards_pb2_grpc.ShardServiceStub(channel).ExportSession(
+            shards_pb2.ExportSessionRequest(session_id="moving"), timeout=60,
+            metadata=[("memsvc-session", "moving")]))
+    assert max(part.ByteSize() for part in parts) <= DEFAULT_RECEIVE
+    assert [m.message.id for part in parts for m in part.messages] == list(range(1, 8))
+    assert parts[-1].end.messages == 7
 
 
 def test_replies_are_never_refused_for_their_size_under_a_small_request_limit(make_server):
