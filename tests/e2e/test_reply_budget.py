@@ -19,6 +19,7 @@ from memsvc_client import Client, FailedPreconditionError
 from memsvc_client.transcript import every_message
 from memsvc_client.v1 import memory_pb2 as pb
 from memsvc_client.v1 import memory_pb2_grpc, shards_pb2, shards_pb2_grpc
+from tests.support import curl
 
 DEFAULT_RECEIVE = 4 * 1024 * 1024
 "grpcio's default max_receive_message_length, the one every stub without options has."
@@ -97,6 +98,19 @@ def test_one_message_larger_than_the_budget_is_named_and_reads_without_its_paylo
         # A run too large as a whole comes as its best match alone: the neighbour is what was left out.
         found = client.search("one", "small", match="keyword", with_context=True)
         assert [(hit.message.id, hit.run) for hit in found.hits] == [(1, 1)] and found.omitted_hits == 1
+
+
+def test_http_json_callers_get_the_same_budget_and_markers(make_server):
+    server = make_server("--http-listen", "127.0.0.1:0", "--max-reply-bytes", str(1200 * KB))
+    with server.client(timeout=60) as client:
+        append_one_by_one(client, "web", [{"role": "tool", "content": f"result {n}",
+                                           "payload_json": tool_payload(n, 500 * KB)} for n in range(1, 4)])
+    reply = curl.post(f"http://{server.http}", "MemoryService/GetContext", {"sessionId": "web"})
+    assert reply.status == 200
+    assert [m["id"] for m in reply.body["window"]] == ["2", "3"]
+    assert reply.body["omittedMessages"] == 1 and reply.body["olderPageToken"] == "2"
+    light = curl.post(f"http://{server.http}", "MemoryService/GetContext", {"sessionId": "web", "omitPayloads": True})
+    assert len(light.body["window"]) == 3 and "omittedMessages" not in light.body
 
 
 def test_list_messages_pages_by_bytes_and_without_payloads_takes_more_per_page(make_server):
