@@ -147,14 +147,15 @@ class Tenant:
         self.holds, intents, self.store = parts.holds, parts.intents, parts.store
         self.appender, rewriter, self.lister = parts.appender, parts.rewriter, parts.lister
         # Reads across the compaction cut: messages compacted out before a run are still summarized.
-        self.transcript = Transcript(self.store, self.archive)
+        self.transcript = Transcript(self.store, self.archive, reply_bytes=settings.max_reply_bytes)
         self.summarizer = Summarizer(settings, self.store, self.lister, self.transcript.messages_after,
                                      summary_model, shared.judge)
         self.compaction = Compaction(settings, self.store, rewriter, self.archive, derived, compactions)
         self.clearing = Clearing(settings, self.store, rewriter, intents, self.archive, derived,
                                  exclusive=[self.summarizer.guard])
         self.cleanup = TemporaryCleanup(self.lister, self.clearing.remove, clock)
-        self.contexts = Contexts(self.store, shared.judge, cached_sessions=settings.max_open_sessions)
+        self.contexts = Contexts(self.store, shared.judge, cached_sessions=settings.max_open_sessions,
+                                 reply_bytes=settings.max_reply_bytes)
         # Exports, holds and drops wait for a summary run on the session, as Reset does.
         moves = Moves(self.store, rewriter, self.holds)
         importer = Importer(settings, moves, self.archive, self.usage)
@@ -162,12 +163,13 @@ class Tenant:
         self.transfers = Transfers(
             self.clearing, moves, self.archive, derived,
             Exporter(self.store, moves, self.archive, exclusive=[self.summarizer.guard],
-                     shard_name=settings.shard_name),
+                     shard_name=settings.shard_name, part_bytes=settings.max_reply_bytes),
             importer, exclusive=[self.summarizer.guard])
         keyword = KeywordSearch(self.store, self.archive)
         semantic = SemanticSearch(self.store, self.vectors, shared.embedder,
                                   window_size=settings.max_history_messages)
-        self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic, shared.reranker))
+        self.searcher = Searcher(keyword, semantic, HybridSearch(keyword, semantic, shared.reranker),
+                                 reply_bytes=settings.max_reply_bytes)
         self.lessons = Lessons(lesson_store, ttl_days=settings.error_ttl_days, clock=lessons_clock,
                                embedder=shared.embedder)
         # In-run compaction: the model table refreshes itself in the background, never on a request.

@@ -193,3 +193,42 @@ func TestRolesPayloadsPagesAndDeletion(t *testing.T) {
 		t.Fatalf("ids and last: %v", err)
 	}
 }
+
+func TestRepliesStayWithinTheServersReplyBudget(t *testing.T) {
+	server, err := testserver.Start("--max-reply-bytes", "1200000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.Stop)
+	client, err := memsvc.Dial(server.TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	for n := 1; n <= 3; n++ {
+		result, _ := memsvc.Msg("tool", "result")
+		result.PayloadJson = `{"output": "` + strings.Repeat("r", 500_000) + `"}`
+		if _, err := client.Append(ctx, &memsvcv1.AppendRequest{SessionId: "go-big",
+			Messages: []*memsvcv1.Message{result}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	window, err := client.GetContext(ctx, &memsvcv1.GetContextRequest{SessionId: "go-big"})
+	if err != nil || len(window.Window) != 2 || window.Window[0].Id != 2 || window.OmittedMessages != 1 {
+		t.Fatalf("window: %d messages, %d omitted, %v", len(window.GetWindow()), window.GetOmittedMessages(), err)
+	}
+	older, err := client.ListMessages(ctx, &memsvcv1.ListMessagesRequest{SessionId: "go-big", NewestFirst: true,
+		PageToken: window.OlderPageToken})
+	if err != nil || len(older.Messages) != 1 || older.Messages[0].Id != 1 {
+		t.Fatalf("older: %v %v", older, err)
+	}
+	light, err := client.GetContext(ctx, &memsvcv1.GetContextRequest{SessionId: "go-big", OmitPayloads: true})
+	if err != nil || len(light.Window) != 3 || light.OmittedMessages != 0 || light.Window[0].PayloadJson != "" {
+		t.Fatalf("without payloads: %v", err)
+	}
+	echo, err := client.DeleteMessages(ctx, &memsvcv1.DeleteMessagesRequest{SessionId: "go-big", Last: 3})
+	if err != nil || len(echo.Messages) != 3 || echo.ContentsOmitted != 1 || echo.Messages[0].Content != "" {
+		t.Fatalf("echo: %d omitted, %v", echo.GetContentsOmitted(), err)
+	}
+}

@@ -23,6 +23,7 @@ import msgspec
 from cronsim import CronSim, CronSimError
 
 from memsvc.core.errors import InvalidSetting
+from memsvc.core.replies import DEFAULT_MAX_REPLY_BYTES, MESSAGE_OVERHEAD
 
 ENV_PREFIX = "MEMSVC_"
 SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -48,6 +49,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Largest request on the wire in bytes."
     max_messages_per_request: int = 1000
     "Most messages in one Append."
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    ("Largest reply carrying stored messages (GetContext, Search, ListMessages, DeleteMessages) in bytes; past it a "
+     "reply leaves its oldest or lowest-ranked messages out and says so. The default keeps 64 KiB under a client's "
+     "default 4 MiB receive limit; the server's send limit is this plus 64 KiB.")
     max_open_sessions: int = 1024
     "Sessions kept in memory; the least recently used are closed past this."
     max_sessions: int = 100_000
@@ -247,7 +252,8 @@ def load(flags: dict[str, Any] | None = None, environ: dict[str, str] | None = N
 
 def _check(settings: Settings) -> None:
     positive = ("max_history_messages", "max_history_bytes", "max_message_bytes", "max_request_bytes",
-                "max_messages_per_request", "max_open_sessions", "embedding_dimensions", "llm_timeout_seconds",
+                "max_messages_per_request", "max_reply_bytes", "max_open_sessions", "embedding_dimensions",
+                "llm_timeout_seconds",
                 "embedding_timeout_seconds", "reranker_timeout_seconds", "vector_rebuild_rows", "vector_trees",
                 "vector_search_k", "summary_chunk_chars", "relevance_timeout_seconds", "max_sessions",
                 "max_concurrent_rpcs", "lessons_pool_size", "max_held_sessions", "hold_lease_seconds",
@@ -258,6 +264,10 @@ def _check(settings: Settings) -> None:
             raise InvalidSetting(f"{name} must be positive, got {getattr(settings, name)}")
     if settings.max_message_bytes > settings.max_history_bytes:
         raise InvalidSetting("max_message_bytes must not exceed max_history_bytes")
+    if settings.max_reply_bytes < settings.max_message_bytes + MESSAGE_OVERHEAD:
+        # Then a message's content always fits a reply: a message too large with its payload reads without it.
+        raise InvalidSetting(f"max_reply_bytes ({settings.max_reply_bytes}) must leave room for one message of "
+                             f"max_message_bytes ({settings.max_message_bytes}) and {MESSAGE_OVERHEAD} bytes more")
     if settings.archive_commit_seconds < 0:
         raise InvalidSetting("archive_commit_seconds must not be negative")
     if settings.llm_max_retries < 0:

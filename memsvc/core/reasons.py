@@ -97,6 +97,12 @@ class Reason(enum.StrEnum):
     SESSION_CHANGED = (auto(), Kind.UNAVAILABLE,
                        "Messages of the session were deleted during its export; export it again.")
     INVALID_PAGE_TOKEN = auto(), Kind.INVALID_ARGUMENT, "The page token is not one this server handed out."
+    MESSAGE_TOO_LARGE_FOR_REPLY = (auto(), Kind.FAILED_PRECONDITION,
+                                   "One stored message alone is larger than max_reply_bytes allows a reply; "
+                                   "metadata message_id names it. Read it with omit_payloads.")
+    REPLY_TOO_LARGE = (auto(), Kind.FAILED_PRECONDITION,
+                       "FitContext's fitted run is larger than max_reply_bytes allows a reply; pass a smaller "
+                       "context_window.")
 
     # -- messages ---------------------------------------------------------------------------------------------
     NO_MESSAGES = auto(), Kind.INVALID_ARGUMENT, "An Append carried no message."

@@ -25,6 +25,7 @@ from memsvc.core.config import Settings
 from memsvc.core.errors import FailedPrecondition, InvalidArgument
 from memsvc.core.ids import check_session_id
 from memsvc.core.reasons import Reason
+from memsvc.core.replies import MESSAGE_OVERHEAD
 from memsvc.fit import chat, stages, tokens
 from memsvc.fit.budget import Budget, check_threshold
 from memsvc.fit.refresh import ModelTable
@@ -74,6 +75,8 @@ class Fitted(msgspec.Struct):
     changed: bool
     unfit_reason: str
     "Empty when the run fits; else the stable reason it does not (the first a stage gave, or NOTHING_LEFT_TO_COMPACT)."
+    messages_omitted: bool = False
+    "True when `messages` is empty: the run is unchanged and larger than max_reply_bytes (the caller has it)."
 
 
 class Pass(msgspec.Struct):
@@ -149,13 +152,28 @@ class Fitter:
         fits = run.total <= target
         unfit = "" if fits else next((report.reason for report in work.stages if report.reason),
                                      "NOTHING_LEFT_TO_COMPACT")
-        fitted = Fitted(messages, work.budget.window, work.budget.tokens, target, work.before, run.total,
-                        run.counter.exact, run.counter.name, work.stages, fits, messages != request.messages, unfit)
+        fitted = self._within_reply(Fitted(messages, work.budget.window, work.budget.tokens, target, work.before,
+                                           run.total, run.counter.exact, run.counter.name, work.stages, fits,
+                                           messages != request.messages, unfit))
         if fitted.changed:
             log.info("run fitted", extra={"session_id": request.session_id, "model": request.model,
                                           "tokens_before": fitted.before, "tokens_after": fitted.after,
                                           "stages": [f"{r.stage}:{r.outcome}" for r in fitted.stages[1:]]})
         return fitted
+
+    def _within_reply(self, fitted: Fitted) -> Fitted:
+        """`fitted` as a reply within max_reply_bytes may carry it: an unchanged run too large to send back is
+        left out (the caller sent it); a changed one is REPLY_TOO_LARGE."""
+        size = sum(len(message.encode()) + MESSAGE_OVERHEAD for message in fitted.messages)
+        if size <= self.settings.max_reply_bytes:
+            return fitted
+        if not fitted.changed:
+            return msgspec.structs.replace(fitted, messages=[], messages_omitted=True)
+        raise FailedPrecondition(
+            f"the fitted run takes {size} bytes, more than a reply may carry (max_reply_bytes "
+            f"{self.settings.max_reply_bytes}): pass a smaller context_window, or raise max_reply_bytes together "
+            "with the client's receive limit", reason=Reason.REPLY_TOO_LARGE,
+            metadata={"reply_bytes": str(size), "max_reply_bytes": str(self.settings.max_reply_bytes)})
 
     def _compact(self, work: Pass) -> None:
         run, target = work.run, work.target

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, ExitStack
 
 import msgspec
 
-from memsvc.core import failpoints
+from memsvc.core import failpoints, replies
 from memsvc.core.config import Settings
 from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError, NotFound
@@ -44,8 +44,10 @@ class Deleted(msgspec.Struct):
 
 class Deletion(msgspec.Struct):
     records: list[Record]
-    "The deleted messages as they were stored, oldest first."
+    "The deleted messages as they were stored, oldest first; the oldest `contents_omitted` without texts."
     deleted: Deleted
+    contents_omitted: int = 0
+    "How many of the oldest echoed records lost content and payload to keep the reply within max_reply_bytes."
 
 
 class Clearing:
@@ -109,7 +111,8 @@ class Clearing:
             self.intents.begin(intent)
             deleted = self._apply(session, intent, fresh=True)
         log.info("deleted messages", extra={"session": session_id, "messages": len(records)})
-        return Deletion(records, deleted)
+        echo, contents_omitted = replies.echoed(records, self.settings.max_reply_bytes)
+        return Deletion(echo, deleted, contents_omitted)
 
     def _check_targets(self, ids: Sequence[int], last: int) -> None:
         most = self.settings.max_messages_per_request

@@ -34,9 +34,12 @@ CHAT_HISTORY = """Look back at this conversation beyond what you can see. Three 
   about X?", "find where the user mentioned Y".
 - mode="context": the recent window of messages and the rolling summary of older ones
   (standing rules to follow in `key_decisions`, earlier topics in `past_discussions`).
+  `omitted_older_messages` > 0: the window was too large to send whole; its oldest messages
+  were left out (find them with mode="search").
 - mode="summary": only the rolling summary.
 
-Times are UTC ISO 8601. An empty `hits` list means nothing matched: say so rather than guess."""
+Times are UTC ISO 8601. An empty `hits` list means nothing matched: say so rather than guess.
+`omitted_lower_ranked_hits` > 0: more matched than one reply holds; narrow the query or the range."""
 
 LOOKUP = """Before retrying a tool call that failed, look up lessons from earlier failures of the
 same tool, from any session: what the failure looked like, why, and what fixed it. Give the
@@ -117,17 +120,19 @@ class Tools:
     ) -> dict[str, Any]:
         session = self.scope.session(session_id)
         if mode == "context":
-            context = await self.memory.get_context(session)
-            return {"window": [message(m) for m in context.window], "summary": summary(context.summary)}
+            context = await self.memory.get_context(session, omit_payloads=True)  # the agent reads content only
+            return {"window": [message(m) for m in context.window], "summary": summary(context.summary),
+                    "omitted_older_messages": context.omitted_messages}
         if mode == "summary":
             stored = await self.memory.get_summary(session)
             return {"summary": summary(stored.summary), "summarized_until": iso(stored.cursor_unix_nano)}
         if not query.strip():
             raise ValueError('mode="search" needs a query')
-        reply = await self.memory.search(session, query, match=match, time_range=time_range, limit=limit)
+        reply = await self.memory.search(session, query, match=match, time_range=time_range, limit=limit,
+                                         omit_payloads=True)
         return {"hits": [{**message(hit.message), "source": hit.source, "score": round(hit.score, 4),
                           "is_context": hit.is_context, "run": hit.run} for hit in reply.hits],
-                "unsearched": reply.unsearched}
+                "unsearched": reply.unsearched, "omitted_lower_ranked_hits": reply.omitted_hits}
 
     @refusals
     async def lookup_error_lessons(

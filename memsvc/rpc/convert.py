@@ -85,7 +85,8 @@ def query(request: pb.SearchRequest) -> Query:
                  limit=request.limit, time_range=enum_name(request.time_range, TIME_RANGES, "time_range"),
                  since=request.since_unix_nano, until=request.until_unix_nano,
                  include_window=request.include_window, vector=floats(request.query_embedding, "query_embedding"),
-                 require_all_words=request.require_all_words, with_context=request.with_context)
+                 require_all_words=request.require_all_words, with_context=request.with_context,
+                 omit_payloads=request.omit_payloads)
 
 
 def hit(value: Hit) -> pb.SearchHit:

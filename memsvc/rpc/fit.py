@@ -66,7 +66,7 @@ def _reply(fitted: Fitted) -> pb.FitContextResponse:
         tokens_after=fitted.after,
         counting=pb.TOKEN_COUNTING_EXACT if fitted.exact else pb.TOKEN_COUNTING_ESTIMATE,
         tokenizer=fitted.tokenizer, stages=[_stage(report) for report in fitted.stages], fits=fitted.fits,
-        changed=fitted.changed, unfit_reason=fitted.unfit_reason)
+        changed=fitted.changed, unfit_reason=fitted.unfit_reason, messages_omitted=fitted.messages_omitted)
 
 
 def _stage(report: StageReport) -> pb.FitStageReport:

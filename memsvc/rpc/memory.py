@@ -49,10 +49,13 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                          context: grpc.aio.ServicerContext) -> pb.GetContextResponse:
         contexts = serving(self.app).contexts
         if contexts.may_wait(request.request_text):
-            turn = await asyncio.to_thread(contexts.for_turn, request.session_id, request.request_text)
+            turn = await asyncio.to_thread(contexts.for_turn, request.session_id, request.request_text,
+                                           request.omit_payloads)
         else:
-            turn = contexts.for_turn(request.session_id, request.request_text)
-        reply = pb.GetContextResponse(window=[convert.message(record) for record in turn.window])
+            turn = contexts.for_turn(request.session_id, request.request_text, request.omit_payloads)
+        reply = pb.GetContextResponse(window=[convert.message(record) for record in turn.window],
+                                      omitted_messages=turn.omitted,
+                                      older_page_token=str(turn.window[0].id) if turn.omitted else "")
         if turn.summary is not None:
             reply.turn_context.CopyFrom(pb.Message(role=pb.ROLE_USER, content=turn.text))
             reply.summary.CopyFrom(convert.summary(turn.summary))
@@ -80,9 +83,10 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                            context: grpc.aio.ServicerContext) -> pb.ListMessagesResponse:
         transcript = serving(self.app).transcript  # here: other threads do not know the call's tenant
 
-        # Reads the archive and converts up to PAGE_BYTES of text: off the event loop.
+        # Reads the archive and converts up to max_reply_bytes of text: off the event loop.
         def page() -> pb.ListMessagesResponse:
-            found = transcript.page(request.session_id, request.page_size, request.page_token, request.newest_first)
+            found = transcript.page(request.session_id, request.page_size, request.page_token, request.newest_first,
+                                    request.omit_payloads)
             return pb.ListMessagesResponse(messages=[convert.message(record) for record in found.records],
                                            next_page_token=found.next_token)
 
@@ -95,7 +99,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
         def search() -> pb.SearchResponse:
             results = searcher.search(query)
-            return pb.SearchResponse(hits=[convert.hit(hit) for hit in results.hits], unsearched=results.unsearched)
+            return pb.SearchResponse(hits=[convert.hit(hit) for hit in results.hits], unsearched=results.unsearched,
+                                     omitted_hits=results.omitted)
 
         placement = searcher.placement(query)
         if placement == "loop":
@@ -144,6 +149,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         def delete() -> pb.DeleteMessagesResponse:
             result = clearing.delete_messages(request.session_id, list(request.ids), request.last, deadline)
             return pb.DeleteMessagesResponse(messages=[convert.message(record) for record in result.records],
-                                             deleted=convert.deleted(result.deleted))
+                                             deleted=convert.deleted(result.deleted),
+                                             contents_omitted=result.contents_omitted)
 
         return await asyncio.to_thread(delete)

@@ -34,6 +34,7 @@ from memsvc.app import App
 from memsvc.core.config import Settings
 from memsvc.core.durable import DirectoryLock, ensure_dir
 from memsvc.core.errors import InvalidSetting
+from memsvc.core.replies import REPLY_SLACK
 from memsvc.net import descriptors
 from memsvc.rpc import auth
 from memsvc.rpc.access import Access, Admission
@@ -127,9 +128,11 @@ def _bounds(settings: Settings, connections: int) -> list[tuple[str, int]]:
 
 
 def _options(settings: Settings, connections: int) -> list[tuple[str, int]]:
-    # The send limit is derived so that an Append that fits the request limit always has room for its
-    # acknowledgement: the reply of a stored Append must never be refused for its size.
-    send_limit = settings.max_request_bytes + ACK_GROWTH_BYTES * settings.max_messages_per_request
+    # The send limit is derived, never set: every reply carrying stored messages keeps within max_reply_bytes
+    # (core/replies.py) with REPLY_SLACK for the rest, and an Append that fits the request limit always has room
+    # for its acknowledgement: the reply of a stored Append must never be refused for its size.
+    send_limit = max(settings.max_reply_bytes + REPLY_SLACK,
+                     settings.max_request_bytes + ACK_GROWTH_BYTES * settings.max_messages_per_request)
     return [
         EXCLUSIVE_PORT,
         ("grpc.max_receive_message_length", settings.max_request_bytes),

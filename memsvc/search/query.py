@@ -50,6 +50,8 @@ class Query(msgspec.Struct, kw_only=True):
     "Keyword and hybrid: every word of the query must appear (a CJK run as it is)."
     with_context: bool = False
     "Keyword: each hit with its neighbours, in runs (semantic and hybrid always expand)."
+    omit_payloads: bool = False
+    "Hits come without their payload_json."
 
 
 class Hit(msgspec.Struct):
@@ -64,6 +66,8 @@ class Results(msgspec.Struct):
     hits: list[Hit]
     unsearched: int = 0
     "Semantic and hybrid: qualifying messages not searched because their embedding is pending or failing."
+    omitted: int = 0
+    "Hits left out, the lowest ranked, to keep the reply within max_reply_bytes (budget.py)."
 
 
 class Bounds(msgspec.Struct, frozen=True):

@@ -1,8 +1,8 @@
 """Search within one session: routing a query to the keyword, semantic or hybrid path.
 
 Owns which path answers which match mode, and whether a query may have to
-wait (load an index, call an embedding endpoint) and so needs a thread. Must
-never search itself: keyword.py, semantic.py and hybrid.py do.
+wait (load an index, call an embedding endpoint) and so needs a thread, and
+that every answer keeps within max_reply_bytes. Must never search itself: keyword.py, semantic.py and hybrid.py do.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from memsvc.core import replies
+from memsvc.search import budget
 from memsvc.search.hybrid import HybridSearch
 from memsvc.search.keyword import KeywordSearch
 from memsvc.search.query import Placement, Query, Results, bounds
@@ -18,8 +20,9 @@ from memsvc.search.semantic import SemanticSearch
 
 class Searcher:
     def __init__(self, keyword: KeywordSearch, semantic: SemanticSearch, hybrid: HybridSearch,
-                 clock: Callable[[], int] = time.time_ns):
+                 clock: Callable[[], int] = time.time_ns, *, reply_bytes: int = replies.DEFAULT_MAX_REPLY_BYTES):
         self.keyword = keyword
+        self.reply_bytes = reply_bytes
         self.semantic = semantic
         self.hybrid = hybrid
         self.clock = clock
@@ -34,6 +37,10 @@ class Searcher:
         return self.semantic.placement(query)
 
     def search(self, query: Query) -> Results:
+        """The hits, within max_reply_bytes (budget.py)."""
+        return budget.within(self._found(query), self.reply_bytes, query.omit_payloads)
+
+    def _found(self, query: Query) -> Results:
         limits = bounds(query, self.clock())
         if query.match == "keyword":
             return self.keyword.search(query, limits)

@@ -14,7 +14,7 @@ import threading
 
 import msgspec
 
-from memsvc.core import layout
+from memsvc.core import layout, replies
 from memsvc.core.records import Record
 from memsvc.summary import rolling
 from memsvc.summary.cursor import UnreadableCursor, read_cursor
@@ -25,10 +25,13 @@ from memsvc.window.reading import SessionReader
 
 class TurnContext(msgspec.Struct):
     window: list[Record]
+    "The newest window messages that fit the reply budget, oldest first."
     summary: Summary | None
     "The entries kept for this turn; None when there is no summary or none of it is relevant."
     text: str
     "The turn context message's content (the `Prior summary` block); empty without a summary."
+    omitted: int = 0
+    "How many of the window's oldest messages were left out to keep the reply within max_reply_bytes."
 
 
 class StoredSummary(msgspec.Struct):
@@ -38,9 +41,11 @@ class StoredSummary(msgspec.Struct):
 
 
 class Contexts:
-    def __init__(self, sessions: SessionReader, judge: Judge | None, *, cached_sessions: int):
+    def __init__(self, sessions: SessionReader, judge: Judge | None, *, cached_sessions: int,
+                 reply_bytes: int = replies.DEFAULT_MAX_REPLY_BYTES):
         self.sessions = sessions
         self.judge = judge
+        self.reply_bytes = reply_bytes
         self.cached_sessions = cached_sessions
         self._cache: collections.OrderedDict[str, tuple[int, Summary | None]] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -71,14 +76,18 @@ class Contexts:
         """True when the turn asks the decision model (an HTTP call): run it on a thread."""
         return bool(request_text) and self.judge is not None
 
-    def for_turn(self, session_id: str, request_text: str = "") -> TurnContext:
+    def for_turn(self, session_id: str, request_text: str = "", omit_payloads: bool = False) -> TurnContext:
+        """The window's newest messages that fit max_reply_bytes beside the summary (MESSAGE_TOO_LARGE_FOR_REPLY
+        when the newest alone does not), and the summary's entries relevant to `request_text`."""
         window = self.sessions.window(session_id)
+        if omit_payloads:
+            window = replies.without_payloads(window)
         summary = self.summary(session_id)
         if summary is not None and not summary.is_empty() and request_text and self.judge is not None:
             summary = self.judge.relevant(summary, window, request_text)
         if summary is None or summary.is_empty():
-            return TurnContext(window, None, "")
-        return TurnContext(window, summary, rolling.turn_context(summary))
+            return _within(window, None, "", self.reply_bytes)
+        return _within(window, summary, rolling.turn_context(summary), self.reply_bytes)
 
     def stored(self, session_id: str) -> StoredSummary:
         """The summary as stored (all of it) and its cursor; NOT_FOUND for an unknown session."""
@@ -88,3 +97,10 @@ class Contexts:
         except UnreadableCursor:  # logged; shown as no cursor, as an unreadable summary.json is shown as none
             cursor = None
         return StoredSummary(self.summary(session_id), cursor.send_at if cursor else 0)
+
+
+def _within(window: list[Record], summary: Summary | None, text: str, reply_bytes: int) -> TurnContext:
+    # The summary goes twice in a reply (its entries and its JSON), and its block once more as the turn context.
+    summary_bytes = 0 if summary is None else len(text.encode()) + 2 * len(rolling.encode(summary))
+    taken = replies.newest_fitting(window, reply_bytes - summary_bytes)
+    return TurnContext(window[len(window) - taken:], summary, text, omitted=len(window) - taken)

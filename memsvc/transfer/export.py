@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack
 
+from memsvc.core import replies
 from memsvc.core.deadline import UNBOUNDED, Deadline
 from memsvc.core.errors import FailedPrecondition, NotFound, Unavailable
 from memsvc.core.reasons import Reason
@@ -36,8 +37,9 @@ from memsvc.window.store import SessionStore
 class Exporter:
     def __init__(self, sessions: SessionStore, moves: Moves, archive: ArchiveOfRecord, *,
                  exclusive: Sequence[SessionHold] = (), shard_name: str = "",
-                 clock: Callable[[], int] = time.time_ns):
+                 clock: Callable[[], int] = time.time_ns, part_bytes: int = replies.DEFAULT_MAX_REPLY_BYTES):
         self.sessions = sessions
+        self.part_bytes = part_bytes
         self.moves = moves
         self.archive = archive
         self.exclusive = tuple(exclusive)
@@ -55,14 +57,14 @@ class Exporter:
             digest = Digest()
             after, cut = 0, head.first_recent_id or head.next_id
             while archived := self.archive.messages(session_id, after, cut, limit=size):
-                for page in pages(archived, size):
+                for page in pages(archived, size, self.part_bytes):
                     digest.add(page)
                     yield Part(records=page)
                 after = archived[-1].id
             if digest.messages != archived_count or self.archive.count(session_id, below_id=cut) != archived_count:
                 raise Unavailable(f"messages of session {session_id!r} were deleted while it was exported: export "
                                   "it again", reason=Reason.SESSION_CHANGED)
-            for page in pages(recent, size):
+            for page in pages(recent, size, self.part_bytes):
                 digest.add(page)
                 yield Part(records=page)
             yield Part(end=digest.end())

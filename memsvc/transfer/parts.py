@@ -13,13 +13,12 @@ from collections.abc import Iterable, Iterator
 
 import msgspec
 
+from memsvc.core import replies
 from memsvc.core.records import Record
 from memsvc.summary.cursor import Cursor
 
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 500, 5000
 "Messages per part of an export."
-PAGE_CHARS = 1_000_000
-"Characters of content per part (a longer message goes alone): 4 MB of UTF-8 at worst, within one gRPC message."
 
 
 class Head(msgspec.Struct, kw_only=True):
@@ -81,15 +80,18 @@ def page_size(requested: int) -> int:
     return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 
 
-def pages(records: list[Record], size: int) -> Iterator[list[Record]]:
-    """`records` cut into runs of at most `size` messages and about PAGE_CHARS characters of content."""
+def pages(records: list[Record], size: int, part_bytes: int) -> Iterator[list[Record]]:
+    """`records` cut into runs of at most `size` messages and `part_bytes` as a reply counts them, payloads
+    included (core/replies.py), so that a part reaches a client with a default receive limit; a message
+    larger alone goes alone."""
     page: list[Record] = []
-    content = 0
+    used = 0
     for record in records:
-        if page and (len(page) >= size or content + len(record.content) > PAGE_CHARS):
+        cost = replies.cost(record)
+        if page and (len(page) >= size or used + cost > part_bytes):
             yield page
-            page, content = [], 0
+            page, used = [], 0
         page.append(record)
-        content += len(record.content)
+        used += cost
     if page:
         yield page

@@ -259,8 +259,12 @@ def test_requests_past_the_servers_limit_are_refused_before_sending_and_large_re
     big = [{"role": "user", "content": f"{n}" + "z" * 900_000} for n in range(5)]
     with Client(server.tcp, timeout=60) as memory:
         memory.append("large", big)
-        window = memory.get_context("large").window  # 4.5 MB: past grpcio's default 4 MiB for a reply
-        assert [m.content for m in window] == [m["content"] for m in big]
+        context = memory.get_context("large")  # 4.5 MB: past a default client's 4 MiB, so the newest that fit
+        assert [m.content for m in context.window] == [m["content"] for m in big][1:]
+        assert context.omitted_messages == 1
+        assert [m.content for m in memory.list_messages("large", newest_first=True,
+                                                        page_token=context.older_page_token).messages] == [
+            big[0]["content"]]
     with Client(proxy.target, timeout=60) as memory:
         with pytest.raises(ResourceExhaustedError) as refused:
             memory.append("large", big * 2)
@@ -270,4 +274,4 @@ def test_requests_past_the_servers_limit_are_refused_before_sending_and_large_re
         with pytest.raises(ResourceExhaustedError) as refused_by_server:
             memory.append("large", big * 2)
         assert refused_by_server.value.reason == "", "grpcio's own refusal, past the server's 8 MiB, has none"
-        assert len(memory.get_context("large").window) == 5, "nothing of it was stored"
+        assert memory.list_sessions().sessions[0].message_count == 5, "nothing of it was stored"

@@ -53,6 +53,8 @@ def test_env_listen_is_comma_separated():
     ({"MEMSVC_LESSONS_PASSWORD_FILE": "/run/pw"}, "are for lessons_backend = postgres"),
     ({"MEMSVC_LESSONS_BACKEND": "postgres", "MEMSVC_LESSONS_DSN": "host=db", "MEMSVC_LESSONS_POOL_SIZE": "0"},
      "lessons_pool_size must be positive"),
+    ({"MEMSVC_MAX_REPLY_BYTES": str(1024 * 1024)}, r"max_reply_bytes \(1048576\) must leave room for one message"),
+    ({"MEMSVC_MAX_REPLY_BYTES": "0"}, "max_reply_bytes must be positive"),
 ])
 def test_bad_settings_say_which(env, words):
     with pytest.raises(InvalidSetting, match=words):
@@ -73,3 +75,13 @@ def test_every_setting_has_a_flag_with_help():
     for field in config.FIELDS:
         flag = "--" + field.name.replace("_", "-")
         assert flag in text and f"MEMSVC_{field.name.upper()}" in text
+
+
+def test_the_reply_budget_keeps_under_a_default_clients_receive_limit_and_the_send_limit_above_it():
+    from memsvc.rpc.server import _options
+
+    settings = config.load({}, environ={})
+    assert settings.max_reply_bytes == 4 * 1024 * 1024 - 64 * 1024
+    assert dict(_options(settings, 8))["grpc.max_send_message_length"] == 8 * 1024 * 1024 + 32 * 1000
+    small = config.load({"max_request_bytes": "16384"}, environ={})
+    assert dict(_options(small, 8))["grpc.max_send_message_length"] == 4 * 1024 * 1024

@@ -2,8 +2,8 @@
 
 import pytest
 
-from memsvc.core.errors import InvalidArgument
-from memsvc.window import transcript as transcript_module
+from memsvc.core import replies
+from memsvc.core.errors import FailedPrecondition, InvalidArgument
 from memsvc.window.transcript import Transcript
 from tests.support import talk
 
@@ -41,15 +41,18 @@ def test_pages_read_every_message_across_the_cut_from_either_end(world):
     assert transcript.page("ghost", 10, "").records == []
 
 
-def test_a_page_ends_before_its_bytes_pass_the_limit_but_holds_one_message(world, monkeypatch):
+def test_a_page_ends_before_its_reply_passes_the_budget_and_a_message_too_large_alone_is_named(world):
     sessions, archive, _, _ = world.parts, world.archive, world, world.clock
     talk(sessions.appender, "s", 3, size=100)
-    monkeypatch.setattr(transcript_module, "PAGE_BYTES", 250)
-    transcript = Transcript(sessions.store, archive)
-    assert [r.id for r in transcript.page("s", 100, "").records] == [1, 2, 3, 4]  # 103 + 2 + 103 + 2 bytes
-    monkeypatch.setattr(transcript_module, "PAGE_BYTES", 1)
-    assert [r.id for r in transcript.page("s", 100, "").records] == [1]
-    assert [r.id for r in transcript.page("s", 100, "", newest_first=True).records] == [6]
+    records = sessions.store.records_after("s", 0)
+    four = sum(replies.cost(record) for record in records[:4])
+    transcript = Transcript(sessions.store, archive, reply_bytes=four)
+    page = transcript.page("s", 100, "")
+    assert [r.id for r in page.records] == [1, 2, 3, 4] and page.next_token == "4"
+    assert [r.id for r in transcript.page("s", 100, "4").records] == [5, 6]
+    with pytest.raises(FailedPrecondition) as refused:
+        Transcript(sessions.store, archive, reply_bytes=replies.cost(records[0]) - 1).page("s", 100, "")
+    assert refused.value.reason == "MESSAGE_TOO_LARGE_FOR_REPLY" and refused.value.metadata["message_id"] == "1"
 
 
 @pytest.mark.parametrize("token", ["abc", "0", "-4", "007", "1" * 30])

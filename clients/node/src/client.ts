@@ -211,9 +211,13 @@ export class MemsvcClient {
     return this.call((o) => this.memory.append(request, o), call);
   }
 
-  getContext(sessionId: string, options: Call & { requestText?: string } = {}): Promise<GetContextResponse> {
-    const [call, { requestText }] = split(options);
-    return this.call((o) => this.memory.getContext({ sessionId, requestText }, o), call);
+  /** The window and the turn context. A window too large for one reply (the server's max_reply_bytes) comes
+   * without its oldest messages: `omittedMessages` counts them, and listMessages with `newestFirst` and
+   * `pageToken: olderPageToken` reads them. `omitPayloads` leaves every payloadJson out. */
+  getContext(sessionId: string, options: Call & { requestText?: string; omitPayloads?: boolean } = {}):
+    Promise<GetContextResponse> {
+    const [call, { requestText, omitPayloads }] = split(options);
+    return this.call((o) => this.memory.getContext({ sessionId, requestText, omitPayloads }, o), call);
   }
 
   async search(sessionId: string, query: string, options: SearchOptions = {}): Promise<SearchResponse> {
@@ -250,10 +254,11 @@ export class MemsvcClient {
     return this.call((o) => this.memory.listSessions(page, o), call);
   }
 
-  /** One page of every message the session stores (archive and history.json), with payloads;
-   * `newestFirst` pages from the newest back (each page still oldest first). */
+  /** One page of every message the session stores (archive and history.json), with payloads unless
+   * `omitPayloads`; `newestFirst` pages from the newest back (each page still oldest first). A page also ends
+   * before the server's max_reply_bytes: follow nextPageToken. */
   listMessages(sessionId: string,
-    options: Call & { pageSize?: number; pageToken?: string; newestFirst?: boolean } = {}):
+    options: Call & { pageSize?: number; pageToken?: string; newestFirst?: boolean; omitPayloads?: boolean } = {}):
     Promise<ListMessagesResponse> {
     const [call, page] = split(options);
     return this.call((o) => this.memory.listMessages({ ...page, sessionId }, o), call);

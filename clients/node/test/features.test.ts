@@ -121,3 +121,36 @@ describe("plain arguments, error classes and retries against a real server", () 
       [["ListSessions", undefined], ["GetContext", "retry"]]);
   });
 });
+
+describe("replies within the server's max_reply_bytes", () => {
+  let server: Server;
+  let memory: MemsvcClient;
+
+  before(async () => {
+    server = await startServer("--max-reply-bytes", "1200000");
+    memory = new MemsvcClient(server.tcp);
+  });
+
+  after(async () => {
+    memory?.close();
+    await server?.stop();
+  });
+
+  it("leaves the oldest window messages out and says so; payloads only when asked", async () => {
+    for (const n of [1, 2, 3]) {
+      await memory.append("big", [{ role: Role.TOOL, content: `result ${n}`,
+        payloadJson: JSON.stringify({ output: "r".repeat(500_000) }) }]);
+    }
+    const context = await memory.getContext("big");
+    assert.deepEqual(context.window.map((m) => m.id), [2n, 3n]);
+    assert.equal(context.omittedMessages, 1);
+    const older = await memory.listMessages("big", { newestFirst: true, pageToken: context.olderPageToken });
+    assert.deepEqual(older.messages.map((m) => m.id), [1n]);
+    const light = await memory.getContext("big", { omitPayloads: true });
+    assert.deepEqual(light.window.map((m) => [m.id, m.payloadJson]), [[1n, ""], [2n, ""], [3n, ""]]);
+    assert.equal(light.omittedMessages, 0);
+    const found = await memory.search("big", "result", { match: "keyword", limit: 3 });
+    assert.equal(found.hits.length + found.omittedHits, 3);
+    assert.ok(found.omittedHits > 0);
+  });
+});

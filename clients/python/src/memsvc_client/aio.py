@@ -131,9 +131,10 @@ class AsyncClient(Connection):
         fields = {"session_id": session_id, "messages": messages_fields(messages), "idempotency_key": idempotency_key}
         return await self._call("Append", fields, timeout, bool(idempotency_key) if retry is None else retry)
 
-    async def get_context(self, session_id: str, *, request_text: str = "",
+    async def get_context(self, session_id: str, *, request_text: str = "", omit_payloads: bool = False,
                           timeout: float | None = None) -> r.GetContextResponse:
-        return await self._call("GetContext", {"session_id": session_id, "request_text": request_text}, timeout)
+        return await self._call("GetContext", {"session_id": session_id, "request_text": request_text,
+                                               "omit_payloads": omit_payloads}, timeout)
 
     async def search(self, session_id: str, query: str, *, match: str | None = None, limit: int = 0,
                      time_range: str | None = None, timeout: float | None = None, **options: Any) -> r.SearchResponse:
@@ -163,9 +164,11 @@ class AsyncClient(Connection):
                                                  "session_id_contains": session_id_contains}, timeout)
 
     async def list_messages(self, session_id: str, *, page_size: int = 0, page_token: str = "",
-                            newest_first: bool = False, timeout: float | None = None) -> r.ListMessagesResponse:
+                            newest_first: bool = False, omit_payloads: bool = False,
+                            timeout: float | None = None) -> r.ListMessagesResponse:
         return await self._call("ListMessages", {"session_id": session_id, "page_size": page_size,
-                                                 "page_token": page_token, "newest_first": newest_first}, timeout)
+                                                 "page_token": page_token, "newest_first": newest_first,
+                                                 "omit_payloads": omit_payloads}, timeout)
 
     async def delete_messages(self, session_id: str, ids: Iterable[int] = (), *, last: int = 0,
                               timeout: float | None = None, retry: bool | None = None) -> r.DeleteMessagesResponse:

@@ -73,10 +73,12 @@ class Client(Connection):
         fields = {"session_id": session_id, "messages": messages_fields(messages), "idempotency_key": idempotency_key}
         return self._call("Append", fields, timeout, bool(idempotency_key) if retry is None else retry)
 
-    def get_context(self, session_id: str, *, request_text: str = "",
+    def get_context(self, session_id: str, *, request_text: str = "", omit_payloads: bool = False,
                     timeout: float | None = None) -> r.GetContextResponse:
-        """The recent window and the turn context carrying the rolling summary (None when none)."""
-        return self._call("GetContext", {"session_id": session_id, "request_text": request_text}, timeout)
+        """The recent window and the turn context carrying the rolling summary (None when none). A window
+        too large for one reply comes without its oldest messages: `omitted_messages` counts them."""
+        return self._call("GetContext", {"session_id": session_id, "request_text": request_text,
+                                         "omit_payloads": omit_payloads}, timeout)
 
     def search(self, session_id: str, query: str, *, match: str | None = None, limit: int = 0,
                time_range: str | None = None, timeout: float | None = None, **options: Any) -> r.SearchResponse:
@@ -111,11 +113,14 @@ class Client(Connection):
                                                      "session_id_contains": session_id_contains}, timeout)
 
     def list_messages(self, session_id: str, *, page_size: int = 0, page_token: str = "",
-                      newest_first: bool = False, timeout: float | None = None) -> r.ListMessagesResponse:
-        """One page of every message the session stores (archive and history.json), with payloads;
-        `newest_first` pages from the newest back (each page still oldest first)."""
+                      newest_first: bool = False, omit_payloads: bool = False,
+                      timeout: float | None = None) -> r.ListMessagesResponse:
+        """One page of every message the session stores (archive and history.json), with payloads unless
+        `omit_payloads`; `newest_first` pages from the newest back (each page still oldest first). A page
+        also ends before the server's max_reply_bytes: follow next_page_token."""
         return self._call("ListMessages", {"session_id": session_id, "page_size": page_size,
-                                           "page_token": page_token, "newest_first": newest_first}, timeout)
+                                           "page_token": page_token, "newest_first": newest_first,
+                                           "omit_payloads": omit_payloads}, timeout)
 
     def delete_messages(self, session_id: str, ids: Iterable[int] = (), *, last: int = 0,
                         timeout: float | None = None, retry: bool | None = None) -> r.DeleteMessagesResponse:

@@ -60,6 +60,11 @@ class GetContextResponse:
     window: list[Message] = field(default_factory=list)
     turn_context: Message | None = None
     summary: Summary | None = None
+    omitted_messages: int = 0
+    """How many of the window's oldest messages the server left out to keep its reply within
+    max_reply_bytes; `transcript.every_message` or list_messages(newest_first=True,
+    page_token=older_page_token) reads them."""
+    older_page_token: str = ""
 
 
 @_result
@@ -75,6 +80,8 @@ class SearchHit:
 class SearchResponse:
     hits: list[SearchHit] = field(default_factory=list)
     unsearched: int = 0
+    omitted_hits: int = 0
+    "How many of the lowest-ranked hits the server left out to keep its reply within max_reply_bytes."
 
 
 @_result
@@ -138,6 +145,8 @@ class ListMessagesResponse:
 class DeleteMessagesResponse:
     messages: list[Message] = field(default_factory=list)
     deleted: Deleted | None = None
+    contents_omitted: int = 0
+    "How many of the oldest echoed messages came without content and payload_json (max_reply_bytes)."
 
 
 @_result
@@ -328,3 +337,5 @@ class FitContextResponse:
     fits: bool = False
     changed: bool = False
     unfit_reason: str = ""
+    messages_omitted: bool = False
+    "True when `messages` is empty: the run came back unchanged and too large for a reply; send it as it was."

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13memsvc/v1/fit.proto\x12\tmemsvc.v1\"\xb3\x01\n\x11\x46itContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06vendor\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x10\n\x08messages\x18\x04 \x03(\t\x12\x10\n\x08overflow\x18\x05 \x01(\x08\x12\x16\n\x0eprevious_model\x18\x06 \x01(\t\x12\x16\n\x0e\x63ontext_window\x18\x07 \x01(\r\x12\x17\n\x0freserved_tokens\x18\x08 \x01(\r\"\xfe\x02\n\x12\x46itContextResponse\x12\x10\n\x08messages\x18\x01 \x03(\t\x12\x16\n\x0e\x63ontext_window\x18\x02 \x01(\r\x12.\n\rwindow_source\x18\x03 \x01(\x0e\x32\x17.memsvc.v1.WindowSource\x12\x14\n\x0cwindow_entry\x18\x04 \x01(\t\x12\x15\n\rbudget_tokens\x18\x05 \x01(\r\x12\x15\n\rtarget_tokens\x18\x06 \x01(\r\x12\x15\n\rtokens_before\x18\x07 \x01(\r\x12\x14\n\x0ctokens_after\x18\x08 \x01(\r\x12*\n\x08\x63ounting\x18\t \x01(\x0e\x32\x18.memsvc.v1.TokenCounting\x12\x11\n\ttokenizer\x18\n \x01(\t\x12)\n\x06stages\x18\x0b \x03(\x0b\x32\x19.memsvc.v1.FitStageReport\x12\x0c\n\x04\x66its\x18\x0c \x01(\x08\x12\x0f\n\x07\x63hanged\x18\r \x01(\x08\x12\x14\n\x0cunfit_reason\x18\x0e \x01(\t\"\xac\x01\n\x0e\x46itStageReport\x12\"\n\x05stage\x18\x01 \x01(\x0e\x32\x13.memsvc.v1.FitStage\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.memsvc.v1.FitOutcome\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\x18\n\x10messages_removed\x18\x05 \x01(\r\x12\x14\n\x0ctokens_after\x18\x06 \x01(\r*\xb6\x01\n\x0cWindowSource\x12\x1d\n\x19WINDOW_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15WINDOW_SOURCE_SHIPPED\x10\x01\x12\x19\n\x15WINDOW_SOURCE_FETCHED\x10\x02\x12\x1a\n\x16WINDOW_SOURCE_ENDPOINT\x10\x03\x12\x1a\n\x16WINDOW_SOURCE_FALLBACK\x10\x04\x12\x19\n\x15WINDOW_SOURCE_REQUEST\x10\x05*f\n\rTokenCounting\x12\x1e\n\x1aTOKEN_COUNTING_UNSPECIFIED\x10\x00\x12\x18\n\x14TOKEN_COUNTING_EXACT\x10\x01\x12\x1b\n\x17TOKEN_COUNTING_ESTIMATE\x10\x02*\xc3\x01\n\x08\x46itStage\x12\x19\n\x15\x46IT_STAGE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x46IT_STAGE_CHECK_THRESHOLD\x10\x01\x12#\n\x1f\x46IT_STAGE_EXTRACT_OLD_HISTORIES\x10\x02\x12\x1a\n\x16\x46IT_STAGE_TOOL_HISTORY\x10\x03\x12\x1b\n\x17\x46IT_STAGE_TRIM_FALLBACK\x10\x04\x12\x1f\n\x1b\x46IT_STAGE_RAW_TOOL_FALLBACK\x10\x05*\x90\x01\n\nFitOutcome\x12\x1b\n\x17\x46IT_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15\x46IT_OUTCOME_COMPACTED\x10\x01\x12\x19\n\x15\x46IT_OUTCOME_UNCHANGED\x10\x02\x12\x17\n\x13\x46IT_OUTCOME_SKIPPED\x10\x03\x12\x16\n\x12\x46IT_OUTCOME_FAILED\x10\x04\x32\\\n\nFitService\x12N\n\nFitContext\x12\x1c.memsvc.v1.FitContextRequest\x1a\x1d.memsvc.v1.FitContextResponse\"\x03\x90\x02\x02\x42)Z\'memsvc.dev/clients/go/memsvcv1;memsvcv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13memsvc/v1/fit.proto\x12\tmemsvc.v1\"\xb3\x01\n\x11\x46itContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06vendor\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x10\n\x08messages\x18\x04 \x03(\t\x12\x10\n\x08overflow\x18\x05 \x01(\x08\x12\x16\n\x0eprevious_model\x18\x06 \x01(\t\x12\x16\n\x0e\x63ontext_window\x18\x07 \x01(\r\x12\x17\n\x0freserved_tokens\x18\x08 \x01(\r\"\x98\x03\n\x12\x46itContextResponse\x12\x10\n\x08messages\x18\x01 \x03(\t\x12\x16\n\x0e\x63ontext_window\x18\x02 \x01(\r\x12.\n\rwindow_source\x18\x03 \x01(\x0e\x32\x17.memsvc.v1.WindowSource\x12\x14\n\x0cwindow_entry\x18\x04 \x01(\t\x12\x15\n\rbudget_tokens\x18\x05 \x01(\r\x12\x15\n\rtarget_tokens\x18\x06 \x01(\r\x12\x15\n\rtokens_before\x18\x07 \x01(\r\x12\x14\n\x0ctokens_after\x18\x08 \x01(\r\x12*\n\x08\x63ounting\x18\t \x01(\x0e\x32\x18.memsvc.v1.TokenCounting\x12\x11\n\ttokenizer\x18\n \x01(\t\x12)\n\x06stages\x18\x0b \x03(\x0b\x32\x19.memsvc.v1.FitStageReport\x12\x0c\n\x04\x66its\x18\x0c \x01(\x08\x12\x0f\n\x07\x63hanged\x18\r \x01(\x08\x12\x14\n\x0cunfit_reason\x18\x0e \x01(\t\x12\x18\n\x10messages_omitted\x18\x0f \x01(\x08\"\xac\x01\n\x0e\x46itStageReport\x12\"\n\x05stage\x18\x01 \x01(\x0e\x32\x13.memsvc.v1.FitStage\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.memsvc.v1.FitOutcome\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\x18\n\x10messages_removed\x18\x05 \x01(\r\x12\x14\n\x0ctokens_after\x18\x06 \x01(\r*\xb6\x01\n\x0cWindowSource\x12\x1d\n\x19WINDOW_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15WINDOW_SOURCE_SHIPPED\x10\x01\x12\x19\n\x15WINDOW_SOURCE_FETCHED\x10\x02\x12\x1a\n\x16WINDOW_SOURCE_ENDPOINT\x10\x03\x12\x1a\n\x16WINDOW_SOURCE_FALLBACK\x10\x04\x12\x19\n\x15WINDOW_SOURCE_REQUEST\x10\x05*f\n\rTokenCounting\x12\x1e\n\x1aTOKEN_COUNTING_UNSPECIFIED\x10\x00\x12\x18\n\x14TOKEN_COUNTING_EXACT\x10\x01\x12\x1b\n\x17TOKEN_COUNTING_ESTIMATE\x10\x02*\xc3\x01\n\x08\x46itStage\x12\x19\n\x15\x46IT_STAGE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x46IT_STAGE_CHECK_THRESHOLD\x10\x01\x12#\n\x1f\x46IT_STAGE_EXTRACT_OLD_HISTORIES\x10\x02\x12\x1a\n\x16\x46IT_STAGE_TOOL_HISTORY\x10\x03\x12\x1b\n\x17\x46IT_STAGE_TRIM_FALLBACK\x10\x04\x12\x1f\n\x1b\x46IT_STAGE_RAW_TOOL_FALLBACK\x10\x05*\x90\x01\n\nFitOutcome\x12\x1b\n\x17\x46IT_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15\x46IT_OUTCOME_COMPACTED\x10\x01\x12\x19\n\x15\x46IT_OUTCOME_UNCHANGED\x10\x02\x12\x17\n\x13\x46IT_OUTCOME_SKIPPED\x10\x03\x12\x16\n\x12\x46IT_OUTCOME_FAILED\x10\x04\x32\\\n\nFitService\x12N\n\nFitContext\x12\x1c.memsvc.v1.FitContextRequest\x1a\x1d.memsvc.v1.FitContextResponse\"\x03\x90\x02\x02\x42)Z\'memsvc.dev/clients/go/memsvcv1;memsvcv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,20 +34,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z\'memsvc.dev/clients/go/memsvcv1;memsvcv1'
   _globals['_FITSERVICE'].methods_by_name['FitContext']._loaded_options = None
   _globals['_FITSERVICE'].methods_by_name['FitContext']._serialized_options = b'\220\002\002'
-  _globals['_WINDOWSOURCE']._serialized_start=777
-  _globals['_WINDOWSOURCE']._serialized_end=959
-  _globals['_TOKENCOUNTING']._serialized_start=961
-  _globals['_TOKENCOUNTING']._serialized_end=1063
-  _globals['_FITSTAGE']._serialized_start=1066
-  _globals['_FITSTAGE']._serialized_end=1261
-  _globals['_FITOUTCOME']._serialized_start=1264
-  _globals['_FITOUTCOME']._serialized_end=1408
+  _globals['_WINDOWSOURCE']._serialized_start=803
+  _globals['_WINDOWSOURCE']._serialized_end=985
+  _globals['_TOKENCOUNTING']._serialized_start=987
+  _globals['_TOKENCOUNTING']._serialized_end=1089
+  _globals['_FITSTAGE']._serialized_start=1092
+  _globals['_FITSTAGE']._serialized_end=1287
+  _globals['_FITOUTCOME']._serialized_start=1290
+  _globals['_FITOUTCOME']._serialized_end=1434
   _globals['_FITCONTEXTREQUEST']._serialized_start=35
   _globals['_FITCONTEXTREQUEST']._serialized_end=214
   _globals['_FITCONTEXTRESPONSE']._serialized_start=217
-  _globals['_FITCONTEXTRESPONSE']._serialized_end=599
-  _globals['_FITSTAGEREPORT']._serialized_start=602
-  _globals['_FITSTAGEREPORT']._serialized_end=774
-  _globals['_FITSERVICE']._serialized_start=1410
-  _globals['_FITSERVICE']._serialized_end=1502
+  _globals['_FITCONTEXTRESPONSE']._serialized_end=625
+  _globals['_FITSTAGEREPORT']._serialized_start=628
+  _globals['_FITSTAGEREPORT']._serialized_end=800
+  _globals['_FITSERVICE']._serialized_start=1436
+  _globals['_FITSERVICE']._serialized_end=1528
 # @@protoc_insertion_point(module_scope)

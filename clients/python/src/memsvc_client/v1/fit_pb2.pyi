@@ -80,7 +80,7 @@ class FitContextRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., vendor: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[str]] = ..., overflow: _Optional[bool] = ..., previous_model: _Optional[str] = ..., context_window: _Optional[int] = ..., reserved_tokens: _Optional[int] = ...) -> None: ...
 
 class FitContextResponse(_message.Message):
-    __slots__ = ("messages", "context_window", "window_source", "window_entry", "budget_tokens", "target_tokens", "tokens_before", "tokens_after", "counting", "tokenizer", "stages", "fits", "changed", "unfit_reason")
+    __slots__ = ("messages", "context_window", "window_source", "window_entry", "budget_tokens", "target_tokens", "tokens_before", "tokens_after", "counting", "tokenizer", "stages", "fits", "changed", "unfit_reason", "messages_omitted")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
     WINDOW_SOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class FitContextResponse(_message.Message):
     FITS_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELD_NUMBER: _ClassVar[int]
     UNFIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_OMITTED_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedScalarFieldContainer[str]
     context_window: int
     window_source: WindowSource
@@ -109,7 +110,8 @@ class FitContextResponse(_message.Message):
     fits: bool
     changed: bool
     unfit_reason: str
-    def __init__(self, messages: _Optional[_Iterable[str]] = ..., context_window: _Optional[int] = ..., window_source: _Optional[_Union[WindowSource, str]] = ..., window_entry: _Optional[str] = ..., budget_tokens: _Optional[int] = ..., target_tokens: _Optional[int] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., counting: _Optional[_Union[TokenCounting, str]] = ..., tokenizer: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[FitStageReport, _Mapping]]] = ..., fits: _Optional[bool] = ..., changed: _Optional[bool] = ..., unfit_reason: _Optional[str] = ...) -> None: ...
+    messages_omitted: bool
+    def __init__(self, messages: _Optional[_Iterable[str]] = ..., context_window: _Optional[int] = ..., window_source: _Optional[_Union[WindowSource, str]] = ..., window_entry: _Optional[str] = ..., budget_tokens: _Optional[int] = ..., target_tokens: _Optional[int] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., counting: _Optional[_Union[TokenCounting, str]] = ..., tokenizer: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[FitStageReport, _Mapping]]] = ..., fits: _Optional[bool] = ..., changed: _Optional[bool] = ..., unfit_reason: _Optional[str] = ..., messages_omitted: _Optional[bool] = ...) -> None: ...
 
 class FitStageReport(_message.Message):
     __slots__ = ("stage", "outcome", "reason", "detail", "messages_removed", "tokens_after")

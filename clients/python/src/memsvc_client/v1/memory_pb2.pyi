@@ -101,22 +101,28 @@ class AppendResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("session_id", "request_text")
+    __slots__ = ("session_id", "request_text", "omit_payloads")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_TEXT_FIELD_NUMBER: _ClassVar[int]
+    OMIT_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     request_text: str
-    def __init__(self, session_id: _Optional[str] = ..., request_text: _Optional[str] = ...) -> None: ...
+    omit_payloads: bool
+    def __init__(self, session_id: _Optional[str] = ..., request_text: _Optional[str] = ..., omit_payloads: _Optional[bool] = ...) -> None: ...
 
 class GetContextResponse(_message.Message):
-    __slots__ = ("window", "turn_context", "summary")
+    __slots__ = ("window", "turn_context", "summary", "omitted_messages", "older_page_token")
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     TURN_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    OLDER_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     window: _containers.RepeatedCompositeFieldContainer[Message]
     turn_context: Message
     summary: Summary
-    def __init__(self, window: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., turn_context: _Optional[_Union[Message, _Mapping]] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ...) -> None: ...
+    omitted_messages: int
+    older_page_token: str
+    def __init__(self, window: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., turn_context: _Optional[_Union[Message, _Mapping]] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ..., omitted_messages: _Optional[int] = ..., older_page_token: _Optional[str] = ...) -> None: ...
 
 class Summary(_message.Message):
     __slots__ = ("key_decisions", "past_discussions", "current_discussion", "json")
@@ -155,7 +161,7 @@ class CurrentDiscussion(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., description: _Optional[str] = ..., perspectives: _Optional[str] = ..., direction: _Optional[str] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("session_id", "query", "match", "limit", "time_range", "since_unix_nano", "until_unix_nano", "include_window", "query_embedding", "require_all_words", "with_context")
+    __slots__ = ("session_id", "query", "match", "limit", "time_range", "since_unix_nano", "until_unix_nano", "include_window", "query_embedding", "require_all_words", "with_context", "omit_payloads")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     MATCH_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +173,7 @@ class SearchRequest(_message.Message):
     QUERY_EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     REQUIRE_ALL_WORDS_FIELD_NUMBER: _ClassVar[int]
     WITH_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    OMIT_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     query: str
     match: Match
@@ -178,15 +185,18 @@ class SearchRequest(_message.Message):
     query_embedding: _containers.RepeatedScalarFieldContainer[float]
     require_all_words: bool
     with_context: bool
-    def __init__(self, session_id: _Optional[str] = ..., query: _Optional[str] = ..., match: _Optional[_Union[Match, str]] = ..., limit: _Optional[int] = ..., time_range: _Optional[_Union[TimeRange, str]] = ..., since_unix_nano: _Optional[int] = ..., until_unix_nano: _Optional[int] = ..., include_window: _Optional[bool] = ..., query_embedding: _Optional[_Iterable[float]] = ..., require_all_words: _Optional[bool] = ..., with_context: _Optional[bool] = ...) -> None: ...
+    omit_payloads: bool
+    def __init__(self, session_id: _Optional[str] = ..., query: _Optional[str] = ..., match: _Optional[_Union[Match, str]] = ..., limit: _Optional[int] = ..., time_range: _Optional[_Union[TimeRange, str]] = ..., since_unix_nano: _Optional[int] = ..., until_unix_nano: _Optional[int] = ..., include_window: _Optional[bool] = ..., query_embedding: _Optional[_Iterable[float]] = ..., require_all_words: _Optional[bool] = ..., with_context: _Optional[bool] = ..., omit_payloads: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits", "unsearched")
+    __slots__ = ("hits", "unsearched", "omitted_hits")
     HITS_FIELD_NUMBER: _ClassVar[int]
     UNSEARCHED_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_HITS_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
     unsearched: int
-    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., unsearched: _Optional[int] = ...) -> None: ...
+    omitted_hits: int
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., unsearched: _Optional[int] = ..., omitted_hits: _Optional[int] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("message", "source", "score", "is_context", "run")
@@ -315,16 +325,18 @@ class SessionInfo(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., message_count: _Optional[int] = ..., history_bytes: _Optional[int] = ..., last_append_unix_nano: _Optional[int] = ..., has_summary: _Optional[bool] = ...) -> None: ...
 
 class ListMessagesRequest(_message.Message):
-    __slots__ = ("session_id", "page_size", "page_token", "newest_first")
+    __slots__ = ("session_id", "page_size", "page_token", "newest_first", "omit_payloads")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    OMIT_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     page_size: int
     page_token: str
     newest_first: bool
-    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., newest_first: _Optional[bool] = ...) -> None: ...
+    omit_payloads: bool
+    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., newest_first: _Optional[bool] = ..., omit_payloads: _Optional[bool] = ...) -> None: ...
 
 class ListMessagesResponse(_message.Message):
     __slots__ = ("messages", "next_page_token")
@@ -345,9 +357,11 @@ class DeleteMessagesRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., last: _Optional[int] = ...) -> None: ...
 
 class DeleteMessagesResponse(_message.Message):
-    __slots__ = ("messages", "deleted")
+    __slots__ = ("messages", "deleted", "contents_omitted")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
+    CONTENTS_OMITTED_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[Message]
     deleted: Deleted
-    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., deleted: _Optional[_Union[Deleted, _Mapping]] = ...) -> None: ...
+    contents_omitted: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., deleted: _Optional[_Union[Deleted, _Mapping]] = ..., contents_omitted: _Optional[int] = ...) -> None: ...

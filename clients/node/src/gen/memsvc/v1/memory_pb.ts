@@ -10,7 +10,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/memory.proto.
  */
 export const file_memsvc_v1_memory: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEimQEKB01lc3NhZ2USCgoCaWQYASABKAQSHQoEcm9sZRgCIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSDgoGc2VuZGVyGAQgASgJEhkKEXNlbmRfYXRfdW5peF9uYW5vGAUgASgDEhEKCWVtYmVkZGluZxgGIAMoAhIUCgxwYXlsb2FkX2pzb24YByABKAkiYgoNQXBwZW5kUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIkgKDkFwcGVuZFJlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgiPQoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXF1ZXN0X3RleHQYAiABKAkihwEKEkdldENvbnRleHRSZXNwb25zZRIiCgZ3aW5kb3cYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIoCgx0dXJuX2NvbnRleHQYAiABKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIjCgdzdW1tYXJ5GAMgASgLMhIubWVtc3ZjLnYxLlN1bW1hcnkinQEKB1N1bW1hcnkSFQoNa2V5X2RlY2lzaW9ucxgBIAMoCRIzChBwYXN0X2Rpc2N1c3Npb25zGAIgAygLMhkubWVtc3ZjLnYxLlBhc3REaXNjdXNzaW9uEjgKEmN1cnJlbnRfZGlzY3Vzc2lvbhgDIAEoCzIcLm1lbXN2Yy52MS5DdXJyZW50RGlzY3Vzc2lvbhIMCgRqc29uGAQgASgJIl8KDlBhc3REaXNjdXNzaW9uEg0KBXRvcGljGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRIWCg5sYXN0X2Rpc2N1c3NlZBgEIAEoCSJgChFDdXJyZW50RGlzY3Vzc2lvbhINCgV0b3BpYxgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxwZXJzcGVjdGl2ZXMYAyABKAkSEQoJZGlyZWN0aW9uGAQgASgJIqACCg1TZWFyY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcXVlcnkYAiABKAkSHwoFbWF0Y2gYAyABKA4yEC5tZW1zdmMudjEuTWF0Y2gSDQoFbGltaXQYBCABKA0SKAoKdGltZV9yYW5nZRgFIAEoDjIULm1lbXN2Yy52MS5UaW1lUmFuZ2USFwoPc2luY2VfdW5peF9uYW5vGAYgASgDEhcKD3VudGlsX3VuaXhfbmFubxgHIAEoAxIWCg5pbmNsdWRlX3dpbmRvdxgIIAEoCBIXCg9xdWVyeV9lbWJlZGRpbmcYCSADKAISGQoRcmVxdWlyZV9hbGxfd29yZHMYCiABKAgSFAoMd2l0aF9jb250ZXh0GAsgASgIIkgKDlNlYXJjaFJlc3BvbnNlEiIKBGhpdHMYASADKAsyFC5tZW1zdmMudjEuU2VhcmNoSGl0EhIKCnVuc2VhcmNoZWQYAiABKA0igwEKCVNlYXJjaEhpdBIjCgdtZXNzYWdlGAEgASgLMhIubWVtc3ZjLnYxLk1lc3NhZ2USIQoGc291cmNlGAIgASgOMhEubWVtc3ZjLnYxLlNvdXJjZRINCgVzY29yZRgDIAEoAhISCgppc19jb250ZXh0GAQgASgIEgsKA3J1bhgFIAEoDSIkCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj4KD0NvbXBhY3RSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgNEhoKEnN0YXJ0X2F0X3VuaXhfbmFubxgCIAEoAyImChBTdW1tYXJpemVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRwoRU3VtbWFyaXplUmVzcG9uc2USDQoFY291bnQYASABKA0SIwoHc3VtbWFyeRgCIAEoCzISLm1lbXN2Yy52MS5TdW1tYXJ5IicKEUdldFN1bW1hcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiUwoSR2V0U3VtbWFyeVJlc3BvbnNlEiMKB3N1bW1hcnkYASABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBjdXJzb3JfdW5peF9uYW5vGAIgASgDIkYKDFJlc2V0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiIKBG1vZGUYAiABKA4yFC5tZW1zdmMudjEuUmVzZXRNb2RlIjQKDVJlc2V0UmVzcG9uc2USIwoHZGVsZXRlZBgBIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkIioKFFJlbW92ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPAoVUmVtb3ZlU2Vzc2lvblJlc3BvbnNlEiMKB2RlbGV0ZWQYASABKAsyEi5tZW1zdmMudjEuRGVsZXRlZCJgCgdEZWxldGVkEhgKEGhpc3RvcnlfbWVzc2FnZXMYASABKA0SGQoRYXJjaGl2ZWRfbWVzc2FnZXMYAiABKA0SDwoHdmVjdG9ycxgDIAEoDRIPCgdzdW1tYXJ5GAQgASgIIlkKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSGwoTc2Vzc2lvbl9pZF9jb250YWlucxgDIAEoCSJZChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIoCghzZXNzaW9ucxgBIAMoCzIWLm1lbXN2Yy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigwEKC1Nlc3Npb25JbmZvEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoDRIVCg1oaXN0b3J5X2J5dGVzGAMgASgEEh0KFWxhc3RfYXBwZW5kX3VuaXhfbmFubxgEIAEoAxITCgtoYXNfc3VtbWFyeRgFIAEoCCJmChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkSFAoMbmV3ZXN0X2ZpcnN0GAQgASgIIlUKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkYKFURlbGV0ZU1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgsKA2lkcxgCIAMoBBIMCgRsYXN0GAMgASgNImMKFkRlbGV0ZU1lc3NhZ2VzUmVzcG9uc2USJAoIbWVzc2FnZXMYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIjCgdkZWxldGVkGAIgASgLMhIubWVtc3ZjLnYxLkRlbGV0ZWQqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEKlcKBU1hdGNoEhUKEU1BVENIX1VOU1BFQ0lGSUVEEAASEgoOTUFUQ0hfU0VNQU5USUMQARIRCg1NQVRDSF9LRVlXT1JEEAISEAoMTUFUQ0hfSFlCUklEEAMqjwEKCVRpbWVSYW5nZRIaChZUSU1FX1JBTkdFX1VOU1BFQ0lGSUVEEAASEgoOVElNRV9SQU5HRV9BTEwQARISCg5USU1FX1JBTkdFX0RBWRACEhMKD1RJTUVfUkFOR0VfV0VFSxADEhQKEFRJTUVfUkFOR0VfTU9OVEgQBBITCg9USU1FX1JBTkdFX1lFQVIQBSpHCgZTb3VyY2USFgoSU09VUkNFX1VOU1BFQ0lGSUVEEAASEQoNU09VUkNFX1JFQ0VOVBABEhIKDlNPVVJDRV9BUkNISVZFEAIqUwoJUmVzZXRNb2RlEhoKFlJFU0VUX01PREVfVU5TUEVDSUZJRUQQABIWChJSRVNFVF9NT0RFX1NVTU1BUlkQARISCg5SRVNFVF9NT0RFX0FMTBACMt4GCg1NZW1vcnlTZXJ2aWNlEj0KBkFwcGVuZBIYLm1lbXN2Yy52MS5BcHBlbmRSZXF1ZXN0GhkubWVtc3ZjLnYxLkFwcGVuZFJlc3BvbnNlEk4KCkdldENvbnRleHQSHC5tZW1zdmMudjEuR2V0Q29udGV4dFJlcXVlc3QaHS5tZW1zdmMudjEuR2V0Q29udGV4dFJlc3BvbnNlIgOQAgESQgoGU2VhcmNoEhgubWVtc3ZjLnYxLlNlYXJjaFJlcXVlc3QaGS5tZW1zdmMudjEuU2VhcmNoUmVzcG9uc2UiA5ACARJFCgdDb21wYWN0EhkubWVtc3ZjLnYxLkNvbXBhY3RSZXF1ZXN0GhoubWVtc3ZjLnYxLkNvbXBhY3RSZXNwb25zZSIDkAICEkYKCVN1bW1hcml6ZRIbLm1lbXN2Yy52MS5TdW1tYXJpemVSZXF1ZXN0GhwubWVtc3ZjLnYxLlN1bW1hcml6ZVJlc3BvbnNlEk4KCkdldFN1bW1hcnkSHC5tZW1zdmMudjEuR2V0U3VtbWFyeVJlcXVlc3QaHS5tZW1zdmMudjEuR2V0U3VtbWFyeVJlc3BvbnNlIgOQAgESPwoFUmVzZXQSFy5tZW1zdmMudjEuUmVzZXRSZXF1ZXN0GhgubWVtc3ZjLnYxLlJlc2V0UmVzcG9uc2UiA5ACAhJXCg1SZW1vdmVTZXNzaW9uEh8ubWVtc3ZjLnYxLlJlbW92ZVNlc3Npb25SZXF1ZXN0GiAubWVtc3ZjLnYxLlJlbW92ZVNlc3Npb25SZXNwb25zZSIDkAICElQKDExpc3RTZXNzaW9ucxIeLm1lbXN2Yy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIgOQAgESVAoMTGlzdE1lc3NhZ2VzEh4ubWVtc3ZjLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHy5tZW1zdmMudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2UiA5ACARJVCg5EZWxldGVNZXNzYWdlcxIgLm1lbXN2Yy52MS5EZWxldGVNZXNzYWdlc1JlcXVlc3QaIS5tZW1zdmMudjEuRGVsZXRlTWVzc2FnZXNSZXNwb25zZUIpWidtZW1zdmMuZGV2L2NsaWVudHMvZ28vbWVtc3ZjdjE7bWVtc3ZjdjFiBnByb3RvMw");
+  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEimQEKB01lc3NhZ2USCgoCaWQYASABKAQSHQoEcm9sZRgCIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSDgoGc2VuZGVyGAQgASgJEhkKEXNlbmRfYXRfdW5peF9uYW5vGAUgASgDEhEKCWVtYmVkZGluZxgGIAMoAhIUCgxwYXlsb2FkX2pzb24YByABKAkiYgoNQXBwZW5kUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIkgKDkFwcGVuZFJlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgiVAoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXF1ZXN0X3RleHQYAiABKAkSFQoNb21pdF9wYXlsb2FkcxgDIAEoCCK7AQoSR2V0Q29udGV4dFJlc3BvbnNlEiIKBndpbmRvdxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEigKDHR1cm5fY29udGV4dBgCIAEoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB3N1bW1hcnkYAyABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBvbWl0dGVkX21lc3NhZ2VzGAQgASgNEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkinQEKB1N1bW1hcnkSFQoNa2V5X2RlY2lzaW9ucxgBIAMoCRIzChBwYXN0X2Rpc2N1c3Npb25zGAIgAygLMhkubWVtc3ZjLnYxLlBhc3REaXNjdXNzaW9uEjgKEmN1cnJlbnRfZGlzY3Vzc2lvbhgDIAEoCzIcLm1lbXN2Yy52MS5DdXJyZW50RGlzY3Vzc2lvbhIMCgRqc29uGAQgASgJIl8KDlBhc3REaXNjdXNzaW9uEg0KBXRvcGljGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRIWCg5sYXN0X2Rpc2N1c3NlZBgEIAEoCSJgChFDdXJyZW50RGlzY3Vzc2lvbhINCgV0b3BpYxgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxwZXJzcGVjdGl2ZXMYAyABKAkSEQoJZGlyZWN0aW9uGAQgASgJIrcCCg1TZWFyY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcXVlcnkYAiABKAkSHwoFbWF0Y2gYAyABKA4yEC5tZW1zdmMudjEuTWF0Y2gSDQoFbGltaXQYBCABKA0SKAoKdGltZV9yYW5nZRgFIAEoDjIULm1lbXN2Yy52MS5UaW1lUmFuZ2USFwoPc2luY2VfdW5peF9uYW5vGAYgASgDEhcKD3VudGlsX3VuaXhfbmFubxgHIAEoAxIWCg5pbmNsdWRlX3dpbmRvdxgIIAEoCBIXCg9xdWVyeV9lbWJlZGRpbmcYCSADKAISGQoRcmVxdWlyZV9hbGxfd29yZHMYCiABKAgSFAoMd2l0aF9jb250ZXh0GAsgASgIEhUKDW9taXRfcGF5bG9hZHMYDCABKAgiXgoOU2VhcmNoUmVzcG9uc2USIgoEaGl0cxgBIAMoCzIULm1lbXN2Yy52MS5TZWFyY2hIaXQSEgoKdW5zZWFyY2hlZBgCIAEoDRIUCgxvbWl0dGVkX2hpdHMYAyABKA0igwEKCVNlYXJjaEhpdBIjCgdtZXNzYWdlGAEgASgLMhIubWVtc3ZjLnYxLk1lc3NhZ2USIQoGc291cmNlGAIgASgOMhEubWVtc3ZjLnYxLlNvdXJjZRINCgVzY29yZRgDIAEoAhISCgppc19jb250ZXh0GAQgASgIEgsKA3J1bhgFIAEoDSIkCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj4KD0NvbXBhY3RSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgNEhoKEnN0YXJ0X2F0X3VuaXhfbmFubxgCIAEoAyImChBTdW1tYXJpemVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRwoRU3VtbWFyaXplUmVzcG9uc2USDQoFY291bnQYASABKA0SIwoHc3VtbWFyeRgCIAEoCzISLm1lbXN2Yy52MS5TdW1tYXJ5IicKEUdldFN1bW1hcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiUwoSR2V0U3VtbWFyeVJlc3BvbnNlEiMKB3N1bW1hcnkYASABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBjdXJzb3JfdW5peF9uYW5vGAIgASgDIkYKDFJlc2V0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiIKBG1vZGUYAiABKA4yFC5tZW1zdmMudjEuUmVzZXRNb2RlIjQKDVJlc2V0UmVzcG9uc2USIwoHZGVsZXRlZBgBIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkIioKFFJlbW92ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPAoVUmVtb3ZlU2Vzc2lvblJlc3BvbnNlEiMKB2RlbGV0ZWQYASABKAsyEi5tZW1zdmMudjEuRGVsZXRlZCJgCgdEZWxldGVkEhgKEGhpc3RvcnlfbWVzc2FnZXMYASABKA0SGQoRYXJjaGl2ZWRfbWVzc2FnZXMYAiABKA0SDwoHdmVjdG9ycxgDIAEoDRIPCgdzdW1tYXJ5GAQgASgIIlkKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSGwoTc2Vzc2lvbl9pZF9jb250YWlucxgDIAEoCSJZChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIoCghzZXNzaW9ucxgBIAMoCzIWLm1lbXN2Yy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigwEKC1Nlc3Npb25JbmZvEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoDRIVCg1oaXN0b3J5X2J5dGVzGAMgASgEEh0KFWxhc3RfYXBwZW5kX3VuaXhfbmFubxgEIAEoAxITCgtoYXNfc3VtbWFyeRgFIAEoCCJ9ChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkSFAoMbmV3ZXN0X2ZpcnN0GAQgASgIEhUKDW9taXRfcGF5bG9hZHMYBSABKAgiVQoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USJAoIbWVzc2FnZXMYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoVRGVsZXRlTWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSCwoDaWRzGAIgAygEEgwKBGxhc3QYAyABKA0ifQoWRGVsZXRlTWVzc2FnZXNSZXNwb25zZRIkCghtZXNzYWdlcxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB2RlbGV0ZWQYAiABKAsyEi5tZW1zdmMudjEuRGVsZXRlZBIYChBjb250ZW50c19vbWl0dGVkGAMgASgNKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAxINCglST0xFX1RPT0wQBCpXCgVNYXRjaBIVChFNQVRDSF9VTlNQRUNJRklFRBAAEhIKDk1BVENIX1NFTUFOVElDEAESEQoNTUFUQ0hfS0VZV09SRBACEhAKDE1BVENIX0hZQlJJRBADKo8BCglUaW1lUmFuZ2USGgoWVElNRV9SQU5HRV9VTlNQRUNJRklFRBAAEhIKDlRJTUVfUkFOR0VfQUxMEAESEgoOVElNRV9SQU5HRV9EQVkQAhITCg9USU1FX1JBTkdFX1dFRUsQAxIUChBUSU1FX1JBTkdFX01PTlRIEAQSEwoPVElNRV9SQU5HRV9ZRUFSEAUqRwoGU291cmNlEhYKElNPVVJDRV9VTlNQRUNJRklFRBAAEhEKDVNPVVJDRV9SRUNFTlQQARISCg5TT1VSQ0VfQVJDSElWRRACKlMKCVJlc2V0TW9kZRIaChZSRVNFVF9NT0RFX1VOU1BFQ0lGSUVEEAASFgoSUkVTRVRfTU9ERV9TVU1NQVJZEAESEgoOUkVTRVRfTU9ERV9BTEwQAjLeBgoNTWVtb3J5U2VydmljZRI9CgZBcHBlbmQSGC5tZW1zdmMudjEuQXBwZW5kUmVxdWVzdBoZLm1lbXN2Yy52MS5BcHBlbmRSZXNwb25zZRJOCgpHZXRDb250ZXh0EhwubWVtc3ZjLnYxLkdldENvbnRleHRSZXF1ZXN0Gh0ubWVtc3ZjLnYxLkdldENvbnRleHRSZXNwb25zZSIDkAIBEkIKBlNlYXJjaBIYLm1lbXN2Yy52MS5TZWFyY2hSZXF1ZXN0GhkubWVtc3ZjLnYxLlNlYXJjaFJlc3BvbnNlIgOQAgESRQoHQ29tcGFjdBIZLm1lbXN2Yy52MS5Db21wYWN0UmVxdWVzdBoaLm1lbXN2Yy52MS5Db21wYWN0UmVzcG9uc2UiA5ACAhJGCglTdW1tYXJpemUSGy5tZW1zdmMudjEuU3VtbWFyaXplUmVxdWVzdBocLm1lbXN2Yy52MS5TdW1tYXJpemVSZXNwb25zZRJOCgpHZXRTdW1tYXJ5EhwubWVtc3ZjLnYxLkdldFN1bW1hcnlSZXF1ZXN0Gh0ubWVtc3ZjLnYxLkdldFN1bW1hcnlSZXNwb25zZSIDkAIBEj8KBVJlc2V0EhcubWVtc3ZjLnYxLlJlc2V0UmVxdWVzdBoYLm1lbXN2Yy52MS5SZXNldFJlc3BvbnNlIgOQAgISVwoNUmVtb3ZlU2Vzc2lvbhIfLm1lbXN2Yy52MS5SZW1vdmVTZXNzaW9uUmVxdWVzdBogLm1lbXN2Yy52MS5SZW1vdmVTZXNzaW9uUmVzcG9uc2UiA5ACAhJUCgxMaXN0U2Vzc2lvbnMSHi5tZW1zdmMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLm1lbXN2Yy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSIDkAIBElQKDExpc3RNZXNzYWdlcxIeLm1lbXN2Yy52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlIgOQAgESVQoORGVsZXRlTWVzc2FnZXMSIC5tZW1zdmMudjEuRGVsZXRlTWVzc2FnZXNSZXF1ZXN0GiEubWVtc3ZjLnYxLkRlbGV0ZU1lc3NhZ2VzUmVzcG9uc2VCKVonbWVtc3ZjLmRldi9jbGllbnRzL2dvL21lbXN2Y3YxO21lbXN2Y3YxYgZwcm90bzM");
 
 /**
  * Message is one stored conversation message.
@@ -171,6 +171,15 @@ export type GetContextRequest = Message$1<"memsvc.v1.GetContextRequest"> & {
    * @generated from field: string request_text = 2;
    */
   requestText: string;
+
+  /**
+   * True to leave every message's payload_json out of the reply (content
+   * only): a framework that rebuilds its own messages asks for payloads, a
+   * model prompt needs only the text.
+   *
+   * @generated from field: bool omit_payloads = 3;
+   */
+  omitPayloads: boolean;
 };
 
 /**
@@ -187,7 +196,9 @@ export const GetContextRequestSchema: GenMessage<GetContextRequest> = /*@__PURE_
  */
 export type GetContextResponse = Message$1<"memsvc.v1.GetContextResponse"> & {
   /**
-   * The last max_history_messages messages, oldest first.
+   * The last max_history_messages messages, oldest first; the oldest of
+   * them are left out when the reply would pass the server's
+   * max_reply_bytes (omitted_messages says how many).
    *
    * @generated from field: repeated memsvc.v1.Message window = 1;
    */
@@ -208,6 +219,28 @@ export type GetContextResponse = Message$1<"memsvc.v1.GetContextResponse"> & {
    * @generated from field: memsvc.v1.Summary summary = 3;
    */
   summary?: Summary | undefined;
+
+  /**
+   * How many of the window's oldest messages were left out so that the
+   * reply stays within max_reply_bytes (4 MiB less 64 KiB by default, under
+   * a default client's 4 MiB receive limit); 0 when the whole window came.
+   * Read them with ListMessages(newest_first=true,
+   * page_token=older_page_token), which pages by bytes. When the newest
+   * message alone does not fit, GetContext fails FAILED_PRECONDITION
+   * MESSAGE_TOO_LARGE_FOR_REPLY naming its id (metadata message_id).
+   *
+   * @generated from field: uint32 omitted_messages = 4;
+   */
+  omittedMessages: number;
+
+  /**
+   * With omitted_messages: the ListMessages page_token (with
+   * newest_first=true) whose pages hold the messages older than the
+   * window's first; empty otherwise.
+   *
+   * @generated from field: string older_page_token = 5;
+   */
+  olderPageToken: string;
 };
 
 /**
@@ -433,6 +466,13 @@ export type SearchRequest = Message$1<"memsvc.v1.SearchRequest"> & {
    * @generated from field: bool with_context = 11;
    */
   withContext: boolean;
+
+  /**
+   * True to leave every hit's payload_json out of the reply.
+   *
+   * @generated from field: bool omit_payloads = 12;
+   */
+  omitPayloads: boolean;
 };
 
 /**
@@ -474,6 +514,20 @@ export type SearchResponse = Message$1<"memsvc.v1.SearchResponse"> & {
    * @generated from field: uint32 unsearched = 2;
    */
   unsearched: number;
+
+  /**
+   * How many hits (matches and their context) were left out so that the
+   * reply stays within the server's max_reply_bytes: always the lowest
+   * ranked (whole runs, ranked by their best match; keyword hits without
+   * context by their rank), so every hit returned ranks above every hit
+   * left out. 0 when none were. Ask with omit_payloads, a smaller limit or
+   * a narrower time range for them. When the best match alone does not
+   * fit, Search fails FAILED_PRECONDITION MESSAGE_TOO_LARGE_FOR_REPLY
+   * naming its id.
+   *
+   * @generated from field: uint32 omitted_hits = 3;
+   */
+  omittedHits: number;
 };
 
 /**
@@ -945,8 +999,13 @@ export type ListMessagesRequest = Message$1<"memsvc.v1.ListMessagesRequest"> & {
 
   /**
    * Most messages per page; default 100, at most 1000. A page also ends
-   * before its contents and payloads pass 2 MiB (it holds at least one
-   * message), so it fits a client's default 4 MiB receive limit.
+   * before the reply would pass the server's max_reply_bytes (4 MiB less
+   * 64 KiB by default, under a default client's 4 MiB receive limit);
+   * next_page_token continues after it. A page holds at least one message:
+   * one that alone does not fit fails FAILED_PRECONDITION
+   * MESSAGE_TOO_LARGE_FOR_REPLY naming its id; read it with omit_payloads
+   * (its content always fits), or with a client and server whose limits
+   * are raised together.
    *
    * @generated from field: uint32 page_size = 2;
    */
@@ -966,6 +1025,13 @@ export type ListMessagesRequest = Message$1<"memsvc.v1.ListMessagesRequest"> & {
    * @generated from field: bool newest_first = 4;
    */
   newestFirst: boolean;
+
+  /**
+   * True to leave every message's payload_json out of the page.
+   *
+   * @generated from field: bool omit_payloads = 5;
+   */
+  omitPayloads: boolean;
 };
 
 /**
@@ -1047,7 +1113,9 @@ export const DeleteMessagesRequestSchema: GenMessage<DeleteMessagesRequest> = /*
 export type DeleteMessagesResponse = Message$1<"memsvc.v1.DeleteMessagesResponse"> & {
   /**
    * The deleted messages as they were stored, oldest first, with content
-   * and payload_json.
+   * and payload_json; every deleted message is here, but the oldest
+   * contents_omitted of them come with id, role, sender and send time only,
+   * so that the reply stays within the server's max_reply_bytes.
    *
    * @generated from field: repeated memsvc.v1.Message messages = 1;
    */
@@ -1059,6 +1127,15 @@ export type DeleteMessagesResponse = Message$1<"memsvc.v1.DeleteMessagesResponse
    * @generated from field: memsvc.v1.Deleted deleted = 2;
    */
   deleted?: Deleted | undefined;
+
+  /**
+   * How many of the oldest echoed messages have their content and
+   * payload_json left out (they are deleted: nothing can read them again);
+   * 0 when every echo is whole.
+   *
+   * @generated from field: uint32 contents_omitted = 3;
+   */
+  contentsOmitted: number;
 };
 
 /**
