@@ -11,6 +11,7 @@ about a transfer: memsvc/transfer does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from concurrent.futures import TimeoutError as NoPartInTime
@@ -26,7 +27,7 @@ from memsvc.core.records import Record
 from memsvc.rpc import convert
 from memsvc.rpc.access import caller_of, serving, tenant_of
 from memsvc.rpc.deadlines import deadline_of
-from memsvc.rpc.status import translated, translated_stream
+from memsvc.rpc.status import to_status, translated, translated_stream
 from memsvc.summary.cursor import Cursor
 from memsvc.tenancy.tenants import ANY
 from memsvc.transfer.parts import End, Head, Part
@@ -67,7 +68,7 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
                             context: grpc.aio.ServicerContext) -> AsyncGenerator[pb.ExportSessionResponse, None]:
         parts = serving(self.app).transfers.export(request.session_id, request.page_size)
         try:
-            async for part in _stepped(parts, self.app.settings.stream_idle_seconds):
+            async for part in _stepped(parts, self.app.settings.stream_idle_seconds, context):
                 yield pb.ExportSessionResponse(**_proto_part(part))
         except (asyncio.CancelledError, GeneratorExit):
             log.info("export ended before its last part", extra={
@@ -136,11 +137,12 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
 _DONE = object()
 
 
-async def _stepped(items: Generator[T, None, None], idle_seconds: float) -> AsyncIterator[T]:
+async def _stepped(items: Generator[T, None, None], idle_seconds: float,
+                   context: grpc.aio.ServicerContext) -> AsyncIterator[T]:
     """Each item of a blocking iterator, computed on a worker thread; closed (its holds released)
     when the stream ends for any reason, once no step is running. A reader that has not taken an item
     after `idle_seconds` (gRPC's flow control holds the stream at the yield meanwhile) gets its call
-    cancelled."""
+    ended (`_end_stalled`)."""
     step: asyncio.Future[Any] | None = None
     call = asyncio.current_task()
     assert call is not None
@@ -150,7 +152,7 @@ async def _stepped(items: Generator[T, None, None], idle_seconds: float) -> Asyn
             item = await asyncio.shield(step)
             if item is _DONE:
                 return
-            stalled = asyncio.get_running_loop().call_later(idle_seconds, call.cancel)
+            stalled = asyncio.get_running_loop().call_later(idle_seconds, _end_stalled, context, call, idle_seconds)
             try:
                 yield item
             finally:
@@ -159,6 +161,23 @@ async def _stepped(items: Generator[T, None, None], idle_seconds: float) -> Asyn
         if step is not None and not step.done():  # the caller went away mid-step: let the step end first
             await asyncio.wait([step])
         items.close()
+
+
+def _end_stalled(context: grpc.aio.ServicerContext, call: asyncio.Task[Any], idle_seconds: float) -> None:
+    """End a call whose reader stopped reading. Cancelling its task alone frees the session, but grpcio
+    then sends no status (it takes a cancelled handler for a caller that went away), so the reader would
+    wait for its own deadline, holding the call open: the status is sent first, queued behind the parts
+    the reader has yet to take, then the handler, stuck in its write, is cancelled."""
+    stalled = Unavailable(f"the export's reader took no part for {idle_seconds:g} s (stream_idle_seconds), so "
+                          "the server ended it; export again, reading as parts arrive",
+                          reason=Reason.EXPORT_STALLED)
+
+    async def send_status() -> None:
+        with contextlib.suppress(grpc.aio.AbortError, grpc.aio.UsageError, RuntimeError):
+            await context.abort_with_status(to_status(stalled))
+
+    asyncio.ensure_future(send_status())
+    asyncio.get_running_loop().call_soon(call.cancel)  # after send_status has handed grpcio the status
 
 
 async def _next(stream: AsyncIterator[T]) -> T | None:
