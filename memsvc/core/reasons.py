@@ -139,7 +139,8 @@ class Reason(enum.StrEnum):
     IMPORT_MISMATCH = (auto(), Kind.INVALID_ARGUMENT,
                        "An import does not match its end part's totals; nothing was stored.")
     IMPORT_STALLED = auto(), Kind.UNAVAILABLE, "An import's client stopped sending; nothing was stored."
-    EXPORT_STALLED = auto(), Kind.UNAVAILABLE, "An export's reader took no part for stream_idle_seconds; the server ended it and let the session go."
+    EXPORT_STALLED = (auto(), Kind.UNAVAILABLE,
+                      "An export's reader took no part for stream_idle_seconds; the server ended the export.")
     IMPORT_HEAD_INVALID = (auto(), Kind.INVALID_ARGUMENT,
                            "An import's head holds an id, time or cursor out of range; nothing was stored.")
     IMPORT_SUMMARY_INVALID = (auto(), Kind.INVALID_ARGUMENT,
