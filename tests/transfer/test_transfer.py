@@ -177,6 +177,9 @@ def test_an_export_streams_in_pages_and_never_holds_the_session_whole(tmp_path: 
         for batch in range(20):  # 20,000 messages of about 1 kB
             app.tenant().appender.append("long", [NewMessage(role="user" if n % 2 == 0 else "assistant",
                                                     content=f"{batch}-{n} " + "y" * 1000) for n in range(1000)])
+        # Compact waits at most 5 s for the archive (then ARCHIVE_BEHIND, retry later): indexing 20 MB can take
+        # longer on a busy machine, so the archive is caught up first.
+        app.tenant().archive.flush(120)
         app.tenant().compaction.compact("long")
         app.tenant().archive.flush()
         deadline = time.monotonic() + 120
