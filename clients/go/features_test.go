@@ -80,7 +80,7 @@ func throughProxy(t *testing.T, fail ...string) (*memsvc.Client, *testserver.Pro
 
 func TestRetriesFollowTheContract(t *testing.T) {
 	client, proxy := throughProxy(t, "GetContext=UNAVAILABLE:2", "Append=UNAVAILABLE:2", "Summarize=UNAVAILABLE:1",
-		"ListSessions=UNAVAILABLE:1", "DeleteMessages=UNAVAILABLE:2")
+		"ListSessions=UNAVAILABLE:1", "DeleteMessages=UNAVAILABLE:2", "ReplaceMessages=UNAVAILABLE:2")
 	ctx := context.Background()
 	if _, err := client.GetContext(ctx, &memsvcv1.GetContextRequest{SessionId: "r1"}); err != nil {
 		t.Fatalf("GetContext after two UNAVAILABLE: %v", err)
@@ -93,6 +93,15 @@ func TestRetriesFollowTheContract(t *testing.T) {
 		Messages: []*memsvcv1.Message{memsvc.User("keyed")}}
 	if _, err := client.Append(ctx, keyed); err != nil {
 		t.Fatalf("an Append with a key is retried: %v", err)
+	}
+	unkeyedReplace := &memsvcv1.ReplaceMessagesRequest{SessionId: "r1", Messages: []*memsvcv1.Message{memsvc.User("no key")}}
+	if _, err := client.ReplaceMessages(ctx, unkeyedReplace); !errors.Is(err, memsvc.ErrUnavailable) {
+		t.Fatalf("a ReplaceMessages without a key is not retried: %v", err)
+	}
+	keyedReplace := &memsvcv1.ReplaceMessagesRequest{SessionId: "r1", IdempotencyKey: "k2",
+		Messages: []*memsvcv1.Message{memsvc.User("replaced")}}
+	if _, err := client.ReplaceMessages(ctx, keyedReplace); err != nil {
+		t.Fatalf("a ReplaceMessages with a key is retried: %v", err)
 	}
 	if _, err := client.Summarize(ctx, &memsvcv1.SummarizeRequest{SessionId: "r1"}); !errors.Is(err, memsvc.ErrUnavailable) {
 		t.Fatalf("Summarize is not retried: %v", err)

@@ -1,7 +1,7 @@
 package memsvc
 
 // This file owns retries as the contract allows them: after UNAVAILABLE only, for the RPCs whose
-// idempotency_level is set (Append only with an IdempotencyKey, DeleteMessages only with Ids; any
+// idempotency_level is set (Append and ReplaceMessages only with an IdempotencyKey, DeleteMessages only with Ids; any
 // RPC the caller asks for with WithRetryCall), with capped exponential backoff and full jitter, within the call's deadline.
 // It must never decide anything about requests or results.
 
@@ -68,6 +68,9 @@ func retrying(policy RetryPolicy) grpc.UnaryClientInterceptor {
 		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		safe := retrySafe[method]
 		if keyed, ok := req.(*memsvcv1.AppendRequest); ok && keyed.GetIdempotencyKey() != "" {
+			safe = true
+		}
+		if keyed, ok := req.(*memsvcv1.ReplaceMessagesRequest); ok && keyed.GetIdempotencyKey() != "" {
 			safe = true
 		}
 		if named, ok := req.(*memsvcv1.DeleteMessagesRequest); ok && len(named.GetIds()) > 0 {

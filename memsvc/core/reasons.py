@@ -117,6 +117,10 @@ class Reason(enum.StrEnum):
     IDEMPOTENCY_KEY_TOO_LONG = auto(), Kind.INVALID_ARGUMENT, "The idempotency key is longer than 256 characters."
     DELETE_TARGET_REQUIRED = auto(), Kind.INVALID_ARGUMENT, "DeleteMessages named neither ids nor last."
     DELETE_TARGET_AMBIGUOUS = auto(), Kind.INVALID_ARGUMENT, "DeleteMessages named both ids and last."
+    EMBEDDINGS_IN_REPLACE = (auto(), Kind.INVALID_ARGUMENT,
+                             "ReplaceMessages carries no client-supplied embeddings; Append messages that have them.")
+    HISTORY_CHANGED = (auto(), Kind.FAILED_PRECONDITION,
+                       "The session's newest message is not the one ReplaceMessages expected: read it again.")
 
     # -- storage ----------------------------------------------------------------------------------------------
     DISK_FULL = auto(), Kind.RESOURCE_EXHAUSTED, "The disk (or the lesson database's) is full; nothing was stored."

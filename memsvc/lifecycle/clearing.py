@@ -1,12 +1,14 @@
-"""Reset, RemoveSession and DeleteMessages across every store, as one step each.
+"""Reset, RemoveSession, DeleteMessages and ReplaceMessages across every store, as one step each.
 
 Owns the order of each (an intent record first, intents.py; the archive
 next, which may refuse before anything changed; then the other derived
-stores; history.json and the summary tier's files last), completing an
-interrupted one (at start, at the next Reset, RemoveSession or
-DeleteMessages of the session, or by the minute job), and which messages a
-DeleteMessages names (by ids, or the newest, from history.json or the
-archive). Must never write a store's files itself: each store does that.
+stores; history.json and the summary tier's files last; a replacement's new
+messages told to the derived stores after that), completing an interrupted
+one (at start, at the next such call on the session, or by the minute job),
+which messages a DeleteMessages names (by ids, or the newest, from
+history.json or the archive), and whether a ReplaceMessages still finds the
+history its caller read. Must never write a store's files itself: each store
+does that.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import msgspec
 from memsvc.core import failpoints, replies
 from memsvc.core.config import Settings
 from memsvc.core.deadline import UNBOUNDED, Deadline
-from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError, NotFound
+from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError, NotFound, ResourceExhausted
 from memsvc.core.reasons import Reason
-from memsvc.core.records import Record
+from memsvc.core.records import MAX_ID, Record
 from memsvc.lifecycle.intents import Action, Intent, Intents
+from memsvc.window.appender import AppendResult, Prepared
 from memsvc.window.derived import ArchiveOfRecord, DerivedStore
 from memsvc.window.rewriter import Rewriter
 from memsvc.window.session import Session
@@ -50,9 +53,15 @@ class Deletion(msgspec.Struct):
     "How many of the oldest echoed records lost content and payload to keep the reply within max_reply_bytes."
 
 
+class Replacement(msgspec.Struct):
+    result: AppendResult
+    "The new history as stored (or, replayed, as first stored)."
+    deleted: Deleted
+
+
 class Clearing:
-    """Reset, RemoveSession and DeleteMessages. `exclusive` are held by Reset and RemoveSession so other
-    writers of a session's files (the summarizer) wait for them. DeleteMessages does not hold them: it
+    """Reset, RemoveSession, DeleteMessages and ReplaceMessages. `exclusive` are held by all but DeleteMessages
+    so other writers of a session's files (the summarizer) wait for them. DeleteMessages does not hold them: it
     touches no file of theirs, and waiting out a summary run's LLM calls would outlast its callers'
     deadlines."""
 
@@ -114,6 +123,52 @@ class Clearing:
         echo, contents_omitted = replies.echoed(records, self.settings.max_reply_bytes)
         return Deletion(echo, deleted, contents_omitted)
 
+    def replace(self, prepared: Prepared, expected_last_id: int | None = None,
+                deadline: Deadline = UNBOUNDED) -> Replacement:
+        """ReplaceMessages: the session's whole history becomes `prepared`'s records (prepared `replacing`), in
+        every store as one step, the summary deleted; creates the session. With `expected_last_id`, only
+        while that is the id of the session's newest message (0: it holds none)."""
+        session_id, key = prepared.session_id, prepared.idempotency_key
+        self.archive.check_writable()
+        self.finish_interrupted(session_id)
+        with self._excluding(session_id, "replace", deadline), \
+                self.store.writing(session_id, deadline=deadline) as session:
+            if key and key in session.replies:
+                return Replacement(AppendResult(session.replies[key], replayed=True), Deleted())
+            self._expect(session, expected_last_id)
+            next_id = session.next_id
+            if next_id + len(prepared.records) - 1 > MAX_ID:
+                raise ResourceExhausted(f"session {session_id!r} has used every message id up to 2^63 - 1",
+                                        reason=Reason.SESSION_IDS_EXHAUSTED)
+            records = [msgspec.structs.replace(record, id=next_id + offset)
+                       for offset, record in enumerate(prepared.records)]
+            if not session.directory.is_dir():
+                if not records:
+                    return Replacement(AppendResult([], replayed=False), Deleted())
+                self.store.create(session)
+            intent = Intent(session_id, "replace", next_id, records=tuple(records))
+            deadline.check(f"replacing the history of session {session_id!r}")
+            self.intents.begin(intent)
+            deleted = self._apply(session, intent, fresh=True)
+        log.info("replaced history", extra={"session": session_id, "messages": len(records)})
+        return Replacement(AppendResult(records, replayed=False), deleted)
+
+    def _expect(self, session: Session, expected_last_id: int | None) -> None:
+        """HISTORY_CHANGED unless the session's newest message is the one its caller read."""
+        if expected_last_id is None:
+            return
+        last_id = session.records[-1].id if session.records else self._archived_last_id(session)
+        if last_id != expected_last_id:
+            raise FailedPrecondition(
+                f"session {session.id!r}'s newest message is {last_id or 'none'}, not {expected_last_id or 'none'} "
+                "as expected: another writer changed it; read it again", reason=Reason.HISTORY_CHANGED,
+                metadata={"last_id": str(last_id)})
+
+    def _archived_last_id(self, session: Session) -> int:
+        """The newest message of a session whose history.json holds none: in the archive, or 0."""
+        newest = self.archive.messages(session.id, 0, session.next_id, limit=1, newest_first=True)
+        return newest[0].id if newest else 0
+
     def _check_targets(self, ids: Sequence[int], last: int) -> None:
         most = self.settings.max_messages_per_request
         if bool(ids) == bool(last):
@@ -144,7 +199,7 @@ class Clearing:
         `fresh`: the intent was just recorded, so no store has been touched for it yet.
         """
         deleting, ids = intent.action == "delete", list(intent.ids)
-        step = "delete" if deleting else "clear"
+        step = {"delete": "delete", "replace": "replace"}.get(intent.action, "clear")
         try:
             failpoints.hit(f"lifecycle.{step}.intended")
             deleted = Deleted(archived_messages=self.archive.deleted(session.id, ids) if deleting
@@ -167,6 +222,11 @@ class Clearing:
             failpoints.hit(f"lifecycle.{step}.derived")
             if deleting:
                 deleted.history_messages = len(self.rewriter.drop(session, set(ids), intent.next_id))
+            elif intent.action == "replace":
+                records = list(intent.records)
+                deleted.history_messages, deleted.summary = self.rewriter.replace(session, records, intent.next_id)
+                failpoints.hit("lifecycle.replace.written")
+                self._tell_replaced(session.id, records)
             elif intent.action == "remove":
                 deleted.history_messages, deleted.summary = len(session.records), session.summary_path.exists()
                 self.rewriter.remove(session)
@@ -178,6 +238,15 @@ class Clearing:
             self.intents.failed(intent)
             raise
         return deleted
+
+    def _tell_replaced(self, session_id: str, records: list[Record]) -> None:
+        """The new history is durable: the derived stores, cleared, learn of it as of an Append (those that
+        miss it catch up from history.json when the session is next opened)."""
+        try:
+            for store in self.derived:
+                store.appended(session_id, records)
+        except Exception:
+            log.exception("a derived store refused a replaced history", extra={"session_id": session_id})
 
     def finish_interrupted(self, session_id: str | None = None) -> int:
         """Complete the interrupted Resets, removals and deletions (of one session, or all); returns how

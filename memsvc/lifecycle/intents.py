@@ -1,6 +1,7 @@
-"""Intent records: a Reset, RemoveSession or DeleteMessages is written down before any store changes.
+"""Intent records: a Reset, RemoveSession, DeleteMessages or ReplaceMessages is written down before any store
+changes.
 
-A Reset, RemoveSession or DeleteMessages touches several stores (the
+Each of them touches several stores (the
 archive, the vectors, history.json, the summary) that cannot change in one
 atomic step. Its intent
 is made durable first, as `sessions/.intent-<session directory name>`, and deleted
@@ -26,11 +27,13 @@ from memsvc.core.errors import Unavailable
 from memsvc.core.ids import is_session_id
 from memsvc.core.layout import TenantLayout
 from memsvc.core.reasons import Reason
+from memsvc.core.records import Record
 
 log = logging.getLogger(__name__)
 
-Action = Literal["reset", "reset_all", "remove", "delete"]
-"reset keeps summary.json, reset_all deletes it too, remove deletes the session, delete deletes `ids`."
+Action = Literal["reset", "reset_all", "remove", "delete", "replace"]
+"""reset keeps summary.json, reset_all deletes it too, remove deletes the session, delete deletes `ids`, replace
+does what reset_all does and then stores `records`."""
 
 
 class Intent(msgspec.Struct, frozen=True):
@@ -40,6 +43,8 @@ class Intent(msgspec.Struct, frozen=True):
     "The session's next message id when the operation began: ids keep increasing after a Reset."
     ids: tuple[int, ...] = ()
     "delete: the messages to delete."
+    records: tuple[Record, ...] = ()
+    "replace: the new history, its ids given, so a completion after a kill stores exactly what was acknowledged."
 
 
 class Intents:

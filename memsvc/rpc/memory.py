@@ -153,3 +153,21 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                                              contents_omitted=result.contents_omitted)
 
         return await asyncio.to_thread(delete)
+
+    @translated
+    async def ReplaceMessages(self, request: pb.ReplaceMessagesRequest,
+                              context: grpc.aio.ServicerContext) -> pb.ReplaceMessagesResponse:
+        deadline, tenant = deadline_of(context), serving(self.app)
+        expected = request.expected_last_id if request.HasField("expected_last_id") else None
+
+        # Rewrites history.json and waits for archive commits: off the event loop.
+        def replace() -> pb.ReplaceMessagesResponse:
+            prepared = tenant.appender.prepare(request.session_id, [convert.new_message(message)
+                                                                    for message in request.messages],
+                                               request.idempotency_key, replacing=True)
+            replacement = tenant.clearing.replace(prepared, expected, deadline)
+            acknowledged = _acknowledged(replacement.result)
+            return pb.ReplaceMessagesResponse(messages=acknowledged.messages, replayed=acknowledged.replayed,
+                                              deleted=convert.deleted(replacement.deleted))
+
+        return await asyncio.to_thread(replace)

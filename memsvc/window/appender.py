@@ -30,7 +30,7 @@ import msgspec
 
 from memsvc.core.config import Settings
 from memsvc.core.deadline import UNBOUNDED, Deadline
-from memsvc.core.errors import FailedPrecondition, ResourceExhausted, storage_error
+from memsvc.core.errors import FailedPrecondition, InvalidArgument, ResourceExhausted, storage_error
 from memsvc.core.ids import check_session_id
 from memsvc.core.reasons import Reason
 from memsvc.core.records import MAX_ID, Record
@@ -134,12 +134,18 @@ class Appender:
         """Store `messages` durably at the end of the session, then tell the derived stores."""
         return self.append_prepared(self.prepare(session_id, messages, idempotency_key), deadline)
 
-    def prepare(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "") -> Prepared:
-        """Check an Append and make its records, before any lock; raises for what is wrong with it."""
+    def prepare(self, session_id: str, messages: list[NewMessage], idempotency_key: str = "", *,
+                replacing: bool = False) -> Prepared:
+        """Check an Append (or, `replacing`, a ReplaceMessages' new history: maybe empty, without
+        embeddings) and make its records, before any lock; raises for what is wrong with it."""
         check_session_id(session_id)
-        check_append(messages, idempotency_key, self.settings)
+        check_append(messages, idempotency_key, self.settings, at_least_one=not replacing)
         embeddings = [message.embedding for message in messages]
         supplied = any(embeddings)
+        if supplied and replacing:
+            # A replacement a kill interrupted is completed from its intent, which keeps records, not vectors.
+            raise InvalidArgument("ReplaceMessages takes no client-supplied embeddings",
+                                  reason=Reason.EMBEDDINGS_IN_REPLACE)
         if supplied:
             if self.embeddings is None:
                 raise FailedPrecondition("this server takes no client-supplied embeddings",

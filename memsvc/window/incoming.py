@@ -31,9 +31,11 @@ class NewMessage(msgspec.Struct, kw_only=True):
     "Opaque JSON kept beside the content; empty when none."
 
 
-def check_append(messages: list[NewMessage], idempotency_key: str, settings: Settings) -> None:
-    """Raise INVALID_ARGUMENT for the first thing wrong with an Append."""
-    if not messages:
+def check_append(messages: list[NewMessage], idempotency_key: str, settings: Settings, *,
+                 at_least_one: bool = True) -> None:
+    """Raise INVALID_ARGUMENT for the first thing wrong with an Append (or, not `at_least_one`, with the new
+    history of a ReplaceMessages, which may be empty)."""
+    if at_least_one and not messages:
         raise InvalidArgument("messages is empty: send at least one message", reason=Reason.NO_MESSAGES)
     if len(messages) > settings.max_messages_per_request:
         raise InvalidArgument(

@@ -2,7 +2,9 @@
 
 Owns rewriting history.json without some of its messages (a compaction's
 `trim`, a DeleteMessages' `drop`), deleting it (a Reset's `clear`, keeping
-or deleting the summary tier's files) or the whole directory (`remove`), and
+or deleting the summary tier's files), replacing what it holds (a
+ReplaceMessages' `replace`, with the summary tier's files deleted) or the
+whole directory (`remove`), and
 the id floor `.next_id` those leave behind, so ids never repeat. Each
 settles the session's history.json in the journal first, so no frame of it
 is replayed into what replaces it. The caller holds the session's lock; the
@@ -75,6 +77,23 @@ class Rewriter:
         except OSError as exc:
             raise storage_error(exc, f"resetting session {session.id}") from exc
         session.replaced([], 0, forget_keys=True)
+        return count, summary_deleted
+
+    def replace(self, session: Session, records: list[Record], next_id: int) -> tuple[int, bool]:
+        """Make history.json hold exactly `records` (ids from `next_id` on, given), deleting summary.json with
+        its cursor; returns (messages deleted, summary deleted). Run again after a kill, it ends the same."""
+        count = len([record for record in session.records if record.id < next_id])
+        try:
+            self._raise_floor(session, next_id)
+            self.journal.settle(self.store.journaled(session))
+            size = history.rewrite(session.history_path, records) if records else 0
+            if not records:
+                durable.remove_file(session.history_path)
+            summary_deleted = durable.remove_file(session.summary_path)
+            durable.remove_file(session.cursor_path)
+        except OSError as exc:
+            raise storage_error(exc, f"replacing the history of session {session.id}") from exc
+        session.rewritten(list(records), size)
         return count, summary_deleted
 
     def remove(self, session: Session) -> None:

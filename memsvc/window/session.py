@@ -44,13 +44,11 @@ class Session:
                                      f"session {session_id!r}", reason=Reason.HISTORY_UNREADABLE) from None
         except OSError as exc:
             raise storage_error(exc, f"opening session {session_id}") from exc
-        self.records: list[Record] = loaded.records
-        self.size = loaded.size
+        self.records: list[Record] = []
+        self.size = 0
         "Bytes of history.json."
         self.replies: dict[str, list[Record]] = {}
-        for record in self.records:
-            if record.idempotency_key:
-                self.replies.setdefault(record.idempotency_key, []).append(record)
+        self.rewritten(loaded.records, loaded.size)
         self.floor_id = self._read_floor()
 
     def _read_floor(self) -> int:
@@ -84,6 +82,14 @@ class Session:
             self.replies = {key: left for key, replied in self.replies.items()
                             if (left := [record for record in replied if record.id in kept])}
         self.records, self.size = records, size
+
+    def rewritten(self, records: list[Record], size: int) -> None:
+        """history.json holds exactly `records`, `size` bytes, and nothing else of before: the keys are
+        those these records carry, as after a restart."""
+        self.records, self.size, self.replies = records, size, {}
+        for record in records:
+            if record.idempotency_key:
+                self.replies.setdefault(record.idempotency_key, []).append(record)
 
     def floor_raised(self, next_id: int) -> None:
         """`.next_id` now holds `next_id`: ids continue from there."""

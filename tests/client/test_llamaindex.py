@@ -30,11 +30,6 @@ from memsvc_client import AsyncClient, Client, RetryPolicy
 from memsvc_client.llamaindex import MemsvcChatStore
 from tests.client.conftest import FRAMEWORK_SESSION_IDS
 
-rewrites_pending = pytest.mark.xfail(
-    raises=NotImplementedError, strict=True,
-    reason="memsvc has no call that rewrites a history in one step yet (ReplaceMessages); remove the mark "
-           "(tests/client/test_llamaindex.py) once MemsvcChatStore uses it")
-
 
 def conversation() -> list[ChatMessage]:
     return [
@@ -123,16 +118,32 @@ def test_a_retried_write_stores_once_and_a_retried_delete_deletes_once(proxy):
         assert store.get_messages("li-lost") == [ChatMessage(role="user", content="once")]
 
 
-@rewrites_pending
 def test_set_messages_replaces_the_history_in_one_step(shared_server):
+    oracle = SimpleChatStore()
     with Client(shared_server.tcp) as memory:
         store = MemsvcChatStore(memory)
-        store.add_message("li-set", ChatMessage(role="user", content="old"))
-        store.set_messages("li-set", conversation()[:2])
-        assert store.get_messages("li-set") == conversation()[:2]
+        for kept in (oracle, store):
+            kept.add_message("li-set", ChatMessage(role="user", content="old words"))
+            kept.set_messages("li-set", conversation()[:2])
+        assert store.get_messages("li-set") == oracle.get_messages("li-set") == conversation()[:2]
+        assert memory.search("li-set", "old", match="keyword").hits == [], "the old history is gone from search"
+        store.set_messages("li-set", [])
+        assert store.get_messages("li-set") == []
 
 
-@rewrites_pending
+def test_a_retried_rewrite_is_done_once(proxy):
+    quick = RetryPolicy(attempts=3, initial_backoff=0.01, max_backoff=0.05)
+    with Client(proxy.target, retry=quick) as memory:
+        store = MemsvcChatStore(memory)
+        store.add_message("li-lost-rewrite", ChatMessage(role="user", content="first"))
+        proxy.lose_next_reply("ReplaceMessages")
+        store.add_message("li-lost-rewrite", ChatMessage(role="system", content="be brief"), idx=0)
+        assert [m.content for m in store.get_messages("li-lost-rewrite")] == ["be brief", "first"]
+        proxy.lose_next_reply("ReplaceMessages")
+        store.set_messages("li-lost-rewrite", conversation()[:1])
+        assert store.get_messages("li-lost-rewrite") == conversation()[:1]
+
+
 def test_add_message_at_an_index_inserts_it_in_one_step(shared_server):
     async def scenario() -> None:
         async with AsyncClient(shared_server.tcp) as memory:
@@ -208,7 +219,6 @@ def test_a_chat_engine_keeps_its_memory_in_memsvc(shared_server, llm_server):
         assert engine.chat_history == [] and "li-engine" not in MemsvcChatStore(restarted).get_keys()
 
 
-@rewrites_pending
 def test_a_summary_memory_replaces_the_older_turns_with_their_summary(shared_server, llm_server):
     llm_server.script("stand-in", "The user asked about billing twice.")
     with Client(shared_server.tcp) as memory:

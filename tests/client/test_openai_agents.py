@@ -164,6 +164,23 @@ def test_session_settings_are_taken_as_the_sdks_own_sessions_take_them(shared_se
         oracle.close()
 
 
+def test_a_closed_session_refuses_every_call_as_a_closed_sqlite_session_does(shared_server, tmp_path):
+    calls = [lambda kept: kept.get_items(), lambda kept: kept.add_items([]), lambda kept: kept.pop_item(),
+             lambda kept: kept.clear_session()]  # an empty add_items too: no fast path around the check
+    with Client(shared_server.tcp) as memory:
+        oracle = SQLiteSession("closed", tmp_path / "oracle.sqlite3")
+        session = MemsvcSession("closed", memory)
+        for kept in (oracle, session):
+            asyncio.run(kept.add_items([{"role": "user", "content": "before close"}]))
+            kept.close()
+            for call in calls:
+                with pytest.raises(RuntimeError, match="is closed"):
+                    asyncio.run(call(kept))
+        assert [m.content for m in memory.list_messages("closed").messages] == ["before close"]
+        reopened = MemsvcSession("closed", memory)  # closing ends one object's use, not the session's data
+        assert asyncio.run(reopened.get_items()) == [{"role": "user", "content": "before close"}]
+
+
 ODD_ITEMS: list[dict[str, Any]] = [
     {"role": "assistant", "content": "\u200b"},
     {"role": "user", "content": "\x00"},

@@ -102,6 +102,11 @@ def test_every_rpc_answers_json_over_curl_as_grpc_does(make_server, llm_server):
         removed = call("MemoryService/RemoveSession", {"session_id": "ops"})
         assert removed["deleted"]["historyMessages"] == 1 and removed["deleted"]["summary"] is True
         assert not grpc_client.list_sessions().sessions
+        replaced = call("MemoryService/ReplaceMessages", {"session_id": "ops-replaced", "messages": CONVERSATION[:2],
+                                                          "expected_last_id": "0"})
+        assert [m["id"] for m in replaced["messages"]] == ["1", "2"]
+        assert [m.content for m in grpc_client.list_messages("ops-replaced").messages] == \
+            [m["content"] for m in CONVERSATION[:2]]
 
         recorded = call("ErrorMemoryService/RecordError", {
             "tool_name": "web_fetch", "symptom": "HTTP 403 Forbidden from cloudflare",

@@ -53,6 +53,17 @@ type MemoryServiceClient interface {
 	// cursor are kept. Retried by clients only when ids are given: a second
 	// call deletes nothing more, while a repeated `last` would delete more.
 	DeleteMessages(ctx context.Context, in *DeleteMessagesRequest, opts ...grpc.CallOption) (*DeleteMessagesResponse, error)
+	// ReplaceMessages replaces a session's whole stored history (history.json,
+	// the archive, the vectors) with the given messages as one step, creating
+	// the session if needed: interrupted, it is completed before the server
+	// serves again, so a reader finds the old history or the new one, never a
+	// mix. The new messages get new ids (ids are never reused); the rolling
+	// summary and its cursor are deleted, since they describe the history that
+	// was replaced. With expected_last_id set, a session whose newest message
+	// is another is refused (FAILED_PRECONDITION, HISTORY_CHANGED): another
+	// writer changed it since the caller read it. Safe to retry when an
+	// idempotency_key is set.
+	ReplaceMessages(ctx context.Context, in *ReplaceMessagesRequest, opts ...grpc.CallOption) (*ReplaceMessagesResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -162,6 +173,15 @@ func (c *memoryServiceClient) DeleteMessages(ctx context.Context, in *DeleteMess
 	return out, nil
 }
 
+func (c *memoryServiceClient) ReplaceMessages(ctx context.Context, in *ReplaceMessagesRequest, opts ...grpc.CallOption) (*ReplaceMessagesResponse, error) {
+	out := new(ReplaceMessagesResponse)
+	err := c.cc.Invoke(ctx, "/memsvc.v1.MemoryService/ReplaceMessages", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility
@@ -202,6 +222,17 @@ type MemoryServiceServer interface {
 	// cursor are kept. Retried by clients only when ids are given: a second
 	// call deletes nothing more, while a repeated `last` would delete more.
 	DeleteMessages(context.Context, *DeleteMessagesRequest) (*DeleteMessagesResponse, error)
+	// ReplaceMessages replaces a session's whole stored history (history.json,
+	// the archive, the vectors) with the given messages as one step, creating
+	// the session if needed: interrupted, it is completed before the server
+	// serves again, so a reader finds the old history or the new one, never a
+	// mix. The new messages get new ids (ids are never reused); the rolling
+	// summary and its cursor are deleted, since they describe the history that
+	// was replaced. With expected_last_id set, a session whose newest message
+	// is another is refused (FAILED_PRECONDITION, HISTORY_CHANGED): another
+	// writer changed it since the caller read it. Safe to retry when an
+	// idempotency_key is set.
+	ReplaceMessages(context.Context, *ReplaceMessagesRequest) (*ReplaceMessagesResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -241,6 +272,9 @@ func (UnimplementedMemoryServiceServer) ListMessages(context.Context, *ListMessa
 }
 func (UnimplementedMemoryServiceServer) DeleteMessages(context.Context, *DeleteMessagesRequest) (*DeleteMessagesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteMessages not implemented")
+}
+func (UnimplementedMemoryServiceServer) ReplaceMessages(context.Context, *ReplaceMessagesRequest) (*ReplaceMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReplaceMessages not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 
@@ -453,6 +487,24 @@ func _MemoryService_DeleteMessages_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_ReplaceMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplaceMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ReplaceMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/memsvc.v1.MemoryService/ReplaceMessages",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ReplaceMessages(ctx, req.(*ReplaceMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _MemoryService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "memsvc.v1.MemoryService",
 	HandlerType: (*MemoryServiceServer)(nil),
@@ -500,6 +552,10 @@ var _MemoryService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteMessages",
 			Handler:    _MemoryService_DeleteMessages_Handler,
+		},
+		{
+			MethodName: "ReplaceMessages",
+			Handler:    _MemoryService_ReplaceMessages_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -38,6 +38,8 @@ import {
   MemoryService,
   type MessageSchema,
   type RemoveSessionResponse,
+  ReplaceMessagesRequestSchema,
+  type ReplaceMessagesResponse,
   ResetMode,
   ResetRequestSchema,
   type ResetResponse,
@@ -270,6 +272,17 @@ export class MemsvcClient {
     options: Call = {}): Promise<DeleteMessagesResponse> {
     const ids = [...(target.ids ?? [])];
     return this.call((o) => this.memory.deleteMessages({ sessionId, ids, last: target.last ?? 0 }, o), options);
+  }
+
+  /** Replaces the session's whole history with `messages` in one step (the rolling summary is deleted);
+   * with `expectedLastId` (0n: none), only while that is still its newest message, else FAILED_PRECONDITION
+   * HISTORY_CHANGED. Retried only with an `idempotencyKey`, unless `retry` says otherwise. */
+  replaceMessages(sessionId: string, messages: readonly MessageLike[],
+    options: Call & { idempotencyKey?: string; expectedLastId?: bigint } = {}): Promise<ReplaceMessagesResponse> {
+    const [call, { idempotencyKey, expectedLastId }] = split(options);
+    const request = named(ReplaceMessagesRequestSchema, { sessionId, messages: messages.map(toMessage),
+      idempotencyKey, expectedLastId });
+    return this.call((o) => this.memory.replaceMessages(request, o), call);
   }
 
   // -- FitService ------------------------------------------------------------

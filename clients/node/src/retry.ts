@@ -26,7 +26,8 @@ export function retrying(policy: RetryPolicy): Interceptor {
     const asked = request.contextValues.get(RETRY);
     const { idempotencyKey, ids } = request.message as { idempotencyKey?: unknown; ids?: unknown };
     const safe = asked ?? (request.method.idempotency !== MethodOptions_IdempotencyLevel.IDEMPOTENCY_UNKNOWN ||
-      (request.method.name === "Append" && typeof idempotencyKey === "string" && idempotencyKey !== "") ||
+      ((request.method.name === "Append" || request.method.name === "ReplaceMessages") &&
+        typeof idempotencyKey === "string" && idempotencyKey !== "") ||
       (request.method.name === "DeleteMessages" && Array.isArray(ids) && ids.length > 0));
     for (let attempt = 1; ; attempt++) {
       try {

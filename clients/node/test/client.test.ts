@@ -54,6 +54,22 @@ describe("MemsvcClient against a real memsvc server", () => {
     assert.equal((await tcp.getContext("node-retry")).window.length, 1, "the retry stored nothing");
   });
 
+  it("replaces a whole history in one step, refusing it once another writer changed the session", async () => {
+    const [first] = (await tcp.append("node-replace", [["user", "old words"]])).messages;
+    const replaced = await tcp.replaceMessages("node-replace", [["system", "be brief"], ["user", "new words"]],
+      { expectedLastId: first.id, idempotencyKey: "rewrite-1" });
+    assert.deepEqual(replaced.messages.map((m) => m.id), [2n, 3n], "ids are never reused");
+    const retried = await unix.replaceMessages("node-replace", [["system", "be brief"], ["user", "new words"]],
+      { expectedLastId: first.id, idempotencyKey: "rewrite-1" });
+    assert.equal(retried.replayed, true);
+    assert.deepEqual((await tcp.listMessages("node-replace")).messages.map((m) => m.content),
+      ["be brief", "new words"]);
+    await tcp.append("node-replace", [["user", "another writer"]]);
+    const refused = await rejection(tcp.replaceMessages("node-replace", [["user", "stale"]],
+      { expectedLastId: 3n }));
+    assert.deepEqual([refused.code, refused.reason], [Code.FailedPrecondition, "HISTORY_CHANGED"]);
+  });
+
   it("rejects bad input with INVALID_ARGUMENT and a stable reason, storing nothing", async () => {
     await tcp.append("node-bad", [["user", "kept"]]);
     const cases: [() => Promise<unknown>, string][] = [

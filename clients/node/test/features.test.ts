@@ -87,7 +87,7 @@ describe("plain arguments, error classes and retries against a real server", () 
   it("retries the RPCs the contract marks safe after UNAVAILABLE, Append only with a key", async () => {
     await memory.append("retry", [["user", "hello"]]);
     const proxy = await startProxy(server.tcp, "GetContext=UNAVAILABLE:2", "Append=UNAVAILABLE:2",
-      "Summarize=UNAVAILABLE:1", "DeleteMessages=UNAVAILABLE:2");
+      "Summarize=UNAVAILABLE:1", "DeleteMessages=UNAVAILABLE:2", "ReplaceMessages=UNAVAILABLE:2");
     const client = new MemsvcClient(proxy.target, { retry: QUICK });
     try {
       assert.equal((await client.getContext("retry")).window.length, 1);
@@ -96,6 +96,8 @@ describe("plain arguments, error classes and retries against a real server", () 
       await rejection(client.summarize("retry"), UnavailableError);
       await rejection(client.deleteMessages("retry", { last: 1 }), UnavailableError);
       await client.deleteMessages("retry", { ids: [2n] });
+      await rejection(client.replaceMessages("retry-replaced", [["user", "no key"]]), UnavailableError);
+      await client.replaceMessages("retry-replaced", [["user", "keyed"]], { idempotencyKey: "k2" });
     } finally {
       client.close();
     }
@@ -104,6 +106,7 @@ describe("plain arguments, error classes and retries against a real server", () 
     assert.equal(calls.filter((name) => name === "Append").length, 3, "one without a key, two with");
     assert.equal(calls.filter((name) => name === "Summarize").length, 1);
     assert.equal(calls.filter((name) => name === "DeleteMessages").length, 3, "one by last, two by ids");
+    assert.equal(calls.filter((name) => name === "ReplaceMessages").length, 3, "one without a key, two with");
     assert.deepEqual((await memory.getContext("retry")).window.map((m) => m.content), ["hello"]);
   });
 

@@ -176,6 +176,13 @@ class AsyncClient(Connection):
         return await self._call("DeleteMessages", {"session_id": session_id, "ids": ids, "last": last}, timeout,
                                 bool(ids) if retry is None else retry)
 
+    async def replace_messages(self, session_id: str, messages: Iterable[MessageLike], *, idempotency_key: str = "",
+                               expected_last_id: int | None = None, timeout: float | None = None,
+                               retry: bool | None = None) -> r.ReplaceMessagesResponse:
+        fields = {"session_id": session_id, "messages": messages_fields(messages), "idempotency_key": idempotency_key,
+                  "expected_last_id": expected_last_id}
+        return await self._call("ReplaceMessages", fields, timeout, bool(idempotency_key) if retry is None else retry)
+
     # -- FitService ----------------------------------------------------------
 
     async def fit_context(self, session_id: str, vendor: str, model: str, messages: Iterable[ChatMessage], *,

@@ -130,6 +130,17 @@ class Client(Connection):
         return self._call("DeleteMessages", {"session_id": session_id, "ids": ids, "last": last}, timeout,
                           bool(ids) if retry is None else retry)
 
+    def replace_messages(self, session_id: str, messages: Iterable[MessageLike], *, idempotency_key: str = "",
+                         expected_last_id: int | None = None, timeout: float | None = None,
+                         retry: bool | None = None) -> r.ReplaceMessagesResponse:
+        """Replace the session's whole history with `messages` in one step (the rolling summary is deleted);
+        with `expected_last_id` (0: none), only while that is still its newest message, else
+        `FailedPrecondition` HISTORY_CHANGED. Retried only with an `idempotency_key`, unless `retry` says
+        otherwise."""
+        fields = {"session_id": session_id, "messages": messages_fields(messages), "idempotency_key": idempotency_key,
+                  "expected_last_id": expected_last_id}
+        return self._call("ReplaceMessages", fields, timeout, bool(idempotency_key) if retry is None else retry)
+
     # -- FitService ----------------------------------------------------------
 
     def fit_context(self, session_id: str, vendor: str, model: str, messages: Iterable[ChatMessage], *,

@@ -29,17 +29,21 @@ from memsvc_client.client import Client
 from memsvc_client.errors import NotFoundError
 from memsvc_client.payloads import Piece, pack, unpack
 from memsvc_client.results import Message
-from memsvc_client.transcript import PAGE_SIZE, every_message, every_message_async, pop_newest, pop_newest_async
+from memsvc_client.transcript import (
+    PAGE_SIZE,
+    every_message,
+    every_message_async,
+    insert,
+    insert_async,
+    pop_newest,
+    pop_newest_async,
+)
 
 __all__ = ["MemsvcChatStore"]
 
 ROLES = {"user": "user", "assistant": "assistant", "chatbot": "assistant", "model": "assistant",
          "system": "system", "developer": "system", "tool": "tool", "function": "tool"}
 """LlamaIndex's MessageRole values to memsvc roles."""
-
-REWRITES = ("memsvc cannot yet {what} atomically: the server has no call that rewrites a session's history "
-            "in one step, and emulating it with several calls could leave it half done. Use add_message "
-            "without idx, delete_message, delete_last_message or delete_messages meanwhile.")
 
 
 class MemsvcChatStore(BaseChatStore):
@@ -50,8 +54,9 @@ class MemsvcChatStore(BaseChatStore):
     methods run on a `Client`, the asyncio twins (`aget_messages`, `async_add_message`, ...) on an
     `AsyncClient` on the caller's event loop, each the one given or its twin (`Connection.twin`),
     never on a thread of their own. `get_keys` lists every session on the server.
-    `set_messages` and `add_message` with an `idx` rewrite history, which memsvc cannot do in one
-    step yet: they raise NotImplementedError.
+    `set_messages` and `add_message` with an `idx` rewrite the history in one step (ReplaceMessages):
+    a crash leaves it as it was or as written, never half; the messages get new ids and the session's
+    rolling summary is deleted.
     """
 
     _client: Client | AsyncClient = PrivateAttr()
@@ -67,7 +72,10 @@ class MemsvcChatStore(BaseChatStore):
     # -- blocking --------------------------------------------------------------
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
-        raise NotImplementedError(REWRITES.format(what="replace a session's messages (set_messages)"))
+        """The session `key` holds exactly `messages` from now on, in one step (retried under one
+        idempotency key)."""
+        self._blocking.replace_messages(key, [to_memsvc(message) for message in messages],
+                                        idempotency_key=uuid.uuid4().hex)
 
     def get_messages(self, key: str) -> list[ChatMessage]:
         """Every message of the session `key`, oldest first ([] when it has none)."""
@@ -78,8 +86,10 @@ class MemsvcChatStore(BaseChatStore):
 
     def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append the message, durable when this returns (retried under one idempotency key: never
-        stored twice). An `idx` inserts it inside the history: NotImplementedError for now."""
-        _refuse_insert(idx)
+        stored twice); with an `idx`, insert it there (as `list.insert`) in one step."""
+        if idx is not None:
+            insert(self._blocking, key, idx, to_memsvc(message))
+            return
         self._blocking.append(key, [to_memsvc(message)], idempotency_key=uuid.uuid4().hex)
 
     def delete_messages(self, key: str) -> list[ChatMessage] | None:
@@ -120,7 +130,8 @@ class MemsvcChatStore(BaseChatStore):
     # -- asyncio ---------------------------------------------------------------
 
     async def aset_messages(self, key: str, messages: list[ChatMessage]) -> None:
-        raise NotImplementedError(REWRITES.format(what="replace a session's messages (aset_messages)"))
+        await self._asyncio.replace_messages(key, [to_memsvc(message) for message in messages],
+                                             idempotency_key=uuid.uuid4().hex)
 
     async def aget_messages(self, key: str) -> list[ChatMessage]:
         try:
@@ -129,7 +140,9 @@ class MemsvcChatStore(BaseChatStore):
             return []
 
     async def async_add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
-        _refuse_insert(idx)
+        if idx is not None:
+            await insert_async(self._asyncio, key, idx, to_memsvc(message))
+            return
         await self._asyncio.append(key, [to_memsvc(message)], idempotency_key=uuid.uuid4().hex)
 
     async def adelete_messages(self, key: str) -> list[ChatMessage] | None:
@@ -170,11 +183,6 @@ class MemsvcChatStore(BaseChatStore):
     @property
     def _asyncio(self) -> AsyncClient:
         return self._client.twin(AsyncClient)
-
-
-def _refuse_insert(idx: int | None) -> None:
-    if idx is not None:
-        raise NotImplementedError(REWRITES.format(what="insert a message inside a session's history (idx)"))
 
 
 def to_memsvc(message: ChatMessage) -> dict[str, Any]:

@@ -45,7 +45,8 @@ class MemsvcSession:
     `asyncio.run` again). `session_settings` is a `SessionSettings` or a dict of its fields, as
     the SDK's own sessions take it (an unknown field raises TypeError); its `limit` is the default
     of `get_items`. `clear_session` is a Reset of the session: `reset_mode` "all" (the default)
-    also deletes the rolling summary, "summary" keeps it.
+    also deletes the rolling summary, "summary" keeps it. Once `close`d, as a closed SQLiteSession,
+    every method raises RuntimeError.
     """
 
     def __init__(self, session_id: str, client: AsyncClient | Client, *,
@@ -55,10 +56,18 @@ class MemsvcSession:
         self.session_settings = SessionSettings() if session_settings is None else \
             coerce_session_settings(session_settings)
         self.reset_mode = reset_mode
+        self.closed = False
+
+    def _refuse_closed(self) -> None:
+        # SQLiteSession refuses every call once closed (an empty add_items too): code written for it
+        # finds a call after close reported, not silently served.
+        if self.closed:
+            raise RuntimeError(f"MemsvcSession is closed (session {self.session_id!r})")
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items, oldest first: all of them, or the newest `limit` (SQLiteSession's
         reading of a limit: 0 gives none, a negative one all)."""
+        self._refuse_closed()
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is None or limit < 0:
             stored = await every_message_async(self.client, self.session_id)
@@ -70,6 +79,7 @@ class MemsvcSession:
         """Append the items in one Append, durable when this returns, all or none: a batch larger
         than one request is refused whole (ResourceExhaustedError, REQUEST_TOO_LARGE). Retried
         after UNAVAILABLE under one idempotency key, so a retry never stores an item twice."""
+        self._refuse_closed()
         if items:
             await self.client.append(self.session_id, [to_memsvc(item) for item in items],
                                      idempotency_key=uuid.uuid4().hex)
@@ -78,10 +88,17 @@ class MemsvcSession:
         """Delete the newest item from every store (history, archive, vectors) and return it; None
         when the session has none. Deletes by id: a retry never deletes a second item, and pops
         running at once each get a different item."""
+        self._refuse_closed()
         popped = await pop_newest_async(self.client, self.session_id)
         return None if popped is None else to_item(popped)
 
+    def close(self) -> None:
+        """End the session's use, as SQLiteSession's `close`: later calls raise RuntimeError. It holds nothing
+        of its own to release (its calls go through the caller's client, which the caller closes)."""
+        self.closed = True
+
     async def clear_session(self) -> None:
+        self._refuse_closed()
         try:
             await self.client.reset(self.session_id, self.reset_mode)
         except NotFoundError:

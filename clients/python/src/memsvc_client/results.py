@@ -150,6 +150,13 @@ class DeleteMessagesResponse:
 
 
 @_result
+class ReplaceMessagesResponse:
+    messages: list[Message] = field(default_factory=list)
+    replayed: bool = False
+    deleted: Deleted | None = None
+
+
+@_result
 class ErrorRecord:
     """One stored lesson of error memory."""
 

@@ -1,21 +1,30 @@
-"""Reading a session back through ListMessages, page by page, and popping its newest message, for
-the framework adapters.
+"""Reading a session back through ListMessages, page by page, popping its newest message and inserting
+one inside it, for the framework adapters.
 
-Owns the paging (every stored message oldest first, or the newest `count`) and the pop (the newest
+Owns the paging (every stored message oldest first, or the newest `count`), the pop (the newest
 message deleted by its id, never by "the last one", so that neither a retry nor a pop running at
-the same time deletes a second message), with the sync or the asyncio client. Must never convert
-messages: each adapter turns them into its framework's own.
+the same time deletes a second message) and the insertion (the history read, the message put at its
+place, and the whole written back by one ReplaceMessages that expects the newest message read, so a
+concurrent writer is never overwritten: the insertion is then made again on what it wrote), with
+the sync or the asyncio client. Must never convert messages: each adapter turns them into its
+framework's own.
 """
+
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 from memsvc_client.aio import AsyncClient
 from memsvc_client.client import Client
-from memsvc_client.errors import NotFoundError, UnavailableError
+from memsvc_client.errors import FailedPreconditionError, NotFoundError, UnavailableError
 from memsvc_client.results import Message
 
 PAGE_SIZE = 1000
 """The largest page the server gives: the fewest round trips."""
+HISTORY_CHANGED = "HISTORY_CHANGED"
+"""The reason ReplaceMessages gives when another writer changed the history since it was read."""
 
 
 def every_message(client: Client, session_id: str) -> list[Message]:
@@ -93,3 +102,37 @@ async def pop_newest_async(client: AsyncClient, session_id: str) -> Message | No
                 return newest[0]
         if deleted.messages:
             return deleted.messages[0]
+
+
+def insert(client: Client, session_id: str, index: int, message: dict[str, Any]) -> None:
+    """Put `message` at `index` of the session's history (as `list.insert` does), in one step."""
+    key = uuid.uuid4().hex  # a retry after a lost reply replays the first result
+    while True:
+        stored = every_message(client, session_id)
+        try:
+            client.replace_messages(session_id, _inserted(stored, index, message), idempotency_key=key,
+                                    expected_last_id=stored[-1].id if stored else 0)
+            return
+        except FailedPreconditionError as error:
+            if error.reason != HISTORY_CHANGED:
+                raise
+
+
+async def insert_async(client: AsyncClient, session_id: str, index: int, message: dict[str, Any]) -> None:
+    """`insert`, awaited."""
+    key = uuid.uuid4().hex
+    while True:
+        stored = await every_message_async(client, session_id)
+        try:
+            await client.replace_messages(session_id, _inserted(stored, index, message), idempotency_key=key,
+                                          expected_last_id=stored[-1].id if stored else 0)
+            return
+        except FailedPreconditionError as error:
+            if error.reason != HISTORY_CHANGED:
+                raise
+
+
+def _inserted(stored: list[Message], index: int, message: dict[str, Any]) -> list[Message | dict[str, Any]]:
+    history: list[Message | dict[str, Any]] = list(stored)
+    history.insert(index, message)
+    return history

@@ -365,3 +365,25 @@ class DeleteMessagesResponse(_message.Message):
     deleted: Deleted
     contents_omitted: int
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., deleted: _Optional[_Union[Deleted, _Mapping]] = ..., contents_omitted: _Optional[int] = ...) -> None: ...
+
+class ReplaceMessagesRequest(_message.Message):
+    __slots__ = ("session_id", "messages", "idempotency_key", "expected_last_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_LAST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    idempotency_key: str
+    expected_last_id: int
+    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., idempotency_key: _Optional[str] = ..., expected_last_id: _Optional[int] = ...) -> None: ...
+
+class ReplaceMessagesResponse(_message.Message):
+    __slots__ = ("messages", "replayed", "deleted")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    replayed: bool
+    deleted: Deleted
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., replayed: _Optional[bool] = ..., deleted: _Optional[_Union[Deleted, _Mapping]] = ...) -> None: ...

@@ -109,6 +109,11 @@ class MemoryServiceStub:
                 request_serializer=memsvc_dot_v1_dot_memory__pb2.DeleteMessagesRequest.SerializeToString,
                 response_deserializer=memsvc_dot_v1_dot_memory__pb2.DeleteMessagesResponse.FromString,
                 _registered_method=True)
+        self.ReplaceMessages = channel.unary_unary(
+                '/memsvc.v1.MemoryService/ReplaceMessages',
+                request_serializer=memsvc_dot_v1_dot_memory__pb2.ReplaceMessagesRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_memory__pb2.ReplaceMessagesResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -225,6 +230,22 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReplaceMessages(self, request, context):
+        """ReplaceMessages replaces a session's whole stored history (history.json,
+        the archive, the vectors) with the given messages as one step, creating
+        the session if needed: interrupted, it is completed before the server
+        serves again, so a reader finds the old history or the new one, never a
+        mix. The new messages get new ids (ids are never reused); the rolling
+        summary and its cursor are deleted, since they describe the history that
+        was replaced. With expected_last_id set, a session whose newest message
+        is another is refused (FAILED_PRECONDITION, HISTORY_CHANGED): another
+        writer changed it since the caller read it. Safe to retry when an
+        idempotency_key is set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -282,6 +303,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteMessages,
                     request_deserializer=memsvc_dot_v1_dot_memory__pb2.DeleteMessagesRequest.FromString,
                     response_serializer=memsvc_dot_v1_dot_memory__pb2.DeleteMessagesResponse.SerializeToString,
+            ),
+            'ReplaceMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplaceMessages,
+                    request_deserializer=memsvc_dot_v1_dot_memory__pb2.ReplaceMessagesRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_memory__pb2.ReplaceMessagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -601,6 +627,33 @@ class MemoryService:
             '/memsvc.v1.MemoryService/DeleteMessages',
             memsvc_dot_v1_dot_memory__pb2.DeleteMessagesRequest.SerializeToString,
             memsvc_dot_v1_dot_memory__pb2.DeleteMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplaceMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.MemoryService/ReplaceMessages',
+            memsvc_dot_v1_dot_memory__pb2.ReplaceMessagesRequest.SerializeToString,
+            memsvc_dot_v1_dot_memory__pb2.ReplaceMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,
