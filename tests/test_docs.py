@@ -13,6 +13,8 @@ import pytest
 
 from tests.support import ROOT
 
+pytestmark = pytest.mark.in_process
+
 SKIPPED = {".git", ".venv", "node_modules", "build"}
 PAGES = sorted(page for page in ROOT.rglob("*.md") if not SKIPPED & set(page.relative_to(ROOT).parts))
 FENCE = re.compile(r"^(```|~~~)")

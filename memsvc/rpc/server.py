@@ -189,6 +189,10 @@ class Transport(Protocol):
 
 
 class Server:
+    """start() and stop() run on any event loop and leave nothing behind in the process (tests run servers
+    in their own process this way); run() adds what belongs to the process: signals, the thread excepthook
+    and the shutdown watchdog."""
+
     def __init__(self, settings: Settings, transports: Sequence[Transport] = ()):
         self.settings = settings
         self.transports = transports
@@ -311,10 +315,6 @@ class Server:
         """Refuse new calls, drain in-flight ones, flush every store: all within shutdown_grace_seconds."""
         grace = self.settings.shutdown_grace_seconds
         log.info("stopping", extra={"grace_seconds": grace})
-        # Whatever hangs (a thread stuck in a call, a store that will not flush), the process ends in time.
-        watchdog = threading.Timer(grace, _exit_late, args=(grace,))
-        watchdog.daemon = True
-        watchdog.start()
         loop = asyncio.get_running_loop()
         closed_by = loop.time() + grace * (DRAIN_SHARE + CLOSE_SHARE)
         if self._watching is not None:
@@ -346,6 +346,12 @@ class Server:
         threading.excepthook = self.thread_died
         await self.start()
         await self.stopping.wait()
+        # Whatever hangs (a thread stuck in a call, a store that will not flush), the process ends in time;
+        # armed here, not in stop(), because ending the process is the process's business, not the server's.
+        grace = self.settings.shutdown_grace_seconds
+        watchdog = threading.Timer(grace, _exit_late, args=(grace,))
+        watchdog.daemon = True
+        watchdog.start()
         await self.stop()
 
 

@@ -39,5 +39,10 @@ def configure(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    quiet_chatty(root.level)
+
+
+def quiet_chatty(level: int) -> None:
+    """The CHATTY libraries log at warning and up, or at `level` if higher."""
     for name in CHATTY:
-        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+        logging.getLogger(name).setLevel(max(logging.WARNING, level))

@@ -8,7 +8,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import ROOT
+
+pytestmark = pytest.mark.in_process
 
 
 def memsvc(*args: str) -> subprocess.CompletedProcess[str]:

@@ -11,6 +11,8 @@ import pytest
 
 from memsvc_client import AsyncClient, InvalidArgumentError, NotFoundError, RetryPolicy, UnavailableError
 
+pytestmark = pytest.mark.in_process
+
 QUICK = RetryPolicy(attempts=3, initial_backoff=0.01, max_backoff=0.05)
 
 

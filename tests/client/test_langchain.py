@@ -34,7 +34,8 @@ from memsvc_client import AsyncClient, Client, RetryPolicy
 from memsvc_client.langchain import MemsvcChatMessageHistory, to_memsvc
 from tests.client.conftest import FRAMEWORK_SESSION_IDS
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # langchain-core deprecates both classes
+pytestmark = [pytest.mark.in_process,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning")]  # langchain-core deprecates both classes
 
 TURNS = [("What does the billing service run on?", "Billing runs on Postgres 16."),
          ("And where is it deployed?", "In eu-west-1, on Tuesdays.")]

@@ -30,6 +30,8 @@ from memsvc_client import AsyncClient, Client, RetryPolicy
 from memsvc_client.llamaindex import MemsvcChatStore
 from tests.client.conftest import FRAMEWORK_SESSION_IDS
 
+pytestmark = pytest.mark.in_process
+
 
 def conversation() -> list[ChatMessage]:
     return [

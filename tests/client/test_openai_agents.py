@@ -30,6 +30,8 @@ from tests.client.conftest import FRAMEWORK_SESSION_IDS
 from tests.support import wait_for
 from tests.support.responses_server import ResponsesServer, function_call, message, reasoning
 
+pytestmark = pytest.mark.in_process
+
 QUESTION = "What is the weather in Paris?"
 FOLLOW_UP = "And should I take an umbrella?"
 QUICK = RetryPolicy(attempts=3, initial_backoff=0.01, max_backoff=0.05)

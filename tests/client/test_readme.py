@@ -15,6 +15,8 @@ import pytest
 from tests.support import ROOT
 from tests.support.responses_server import message
 
+pytestmark = pytest.mark.in_process
+
 README = ROOT / "clients" / "python" / "README.md"
 
 

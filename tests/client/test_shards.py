@@ -11,6 +11,8 @@ import pytest
 
 from memsvc_client import AsyncClient, Client, ExportSessionResponse, NotFoundError
 
+pytestmark = pytest.mark.in_process
+
 
 class Unreadable(Exception):
     pass

@@ -17,6 +17,8 @@ from memsvc_client import FitContextResponse, MemsvcError
 from tests.support import wait_for
 from tests.support.llm_server import Reply, error, summary_reply
 
+pytestmark = pytest.mark.in_process
+
 SENT_AT = int(datetime(2025, 3, 1, 14, 0).timestamp()) * 1_000_000_000
 MINUTE = 60 * 1_000_000_000
 BIG = "alpha beta gamma delta " * 500  # about 2,000 tokens

@@ -16,6 +16,8 @@ from memsvc_client import InvalidArgumentError, MemsvcError, ResourceExhaustedEr
 from memsvc_client.v1 import memory_pb2, shards_pb2
 from tests.support import ServerProcess
 
+pytestmark = pytest.mark.in_process
+
 ROLES = {"user": memory_pb2.ROLE_USER, "assistant": memory_pb2.ROLE_ASSISTANT}
 
 

@@ -12,6 +12,8 @@ from memsvc_client import Client, InvalidArgumentError, MemsvcError, NotFoundErr
 from tests.support import wait_for
 from tests.support.archives import numbered, old_index
 
+pytestmark = pytest.mark.in_process
+
 # Whitespace, key order, escapes and numbers exactly as a framework wrote them.
 PAYLOAD = '{"type": "ai",\n "data": {"tool_calls": [{"id": "call_7", "args": {"city": "Z\\u00fcrich"}}], "n": 1.50}}'
 

@@ -18,9 +18,13 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import memsvc_client
 from tests.support import ROOT
 from tests.support.runners import required
+
+pytestmark = pytest.mark.in_process
 
 CONTRACT_VERSION = (ROOT / "proto" / "VERSION").read_text().strip()
 CLIENT_PROJECT = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())["project"]

@@ -7,6 +7,8 @@ import pytest
 from tests.support.archives import old_archive
 from tests.support.rerank_server import RerankServer
 
+pytestmark = pytest.mark.in_process
+
 DECISION = "We decided that staging deploys go out on Tuesdays, after the smoke tests pass."
 CHATTER = ["the weather is lovely today", "lunch was pasta again", "we should decide on a team name",
            "the build took ten minutes", "deploy the docs site whenever you like", "staging has new hardware"]

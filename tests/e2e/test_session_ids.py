@@ -23,6 +23,8 @@ from memsvc.core import layout
 from memsvc_client import Client
 from tests.support import ROOT, ServerProcess
 
+pytestmark = pytest.mark.in_process
+
 UUID = "8c5b2a9e-3f41-4d7a-9a0e-2b7f3c1d5e6f"
 IDS = ["user:42", "conv/1", "a b", "alice@example.com", "é", "é" * 128, UUID, "../etc", "-x", "中" * 85]
 "As frameworks and chat platforms hand them out; 'é' * 128 is 256 bytes, the longest id there is."

@@ -13,6 +13,8 @@ from memsvc_client.rpcs import RPCS, session_header
 from tests.support.grpc_proxy import RecordingProxy, Seen
 from tests.support.runners import scenario_runner
 
+pytestmark = pytest.mark.in_process
+
 PER_SESSION = {name for name, rpc in RPCS.items() if rpc.per_session}
 OPERATOR = {"ExportSession", "ImportSession", "HoldSession", "ReleaseSession"}
 """Backups and moves: `memsvc export`, `import-session` and `reshard` (Python) run them; the Node and Go

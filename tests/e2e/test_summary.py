@@ -15,6 +15,8 @@ import pytest
 from memsvc_client import MemsvcError
 from tests.support.llm_server import error, summary_reply
 
+pytestmark = pytest.mark.in_process
+
 SENT_AT = int(datetime(2025, 3, 1, 14, 0).timestamp()) * 1_000_000_000
 
 

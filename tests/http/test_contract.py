@@ -27,6 +27,8 @@ from tests.support import curl
 from tests.support.certificates import tls_flags
 from tests.support.llm_server import Reply, summary_reply
 
+pytestmark = pytest.mark.in_process
+
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-0123456789abcdef"
 EVERY_RPC = {f"{service.name}/{method.name}" for module in (memory_pb2, error_memory_pb2, fit_pb2)

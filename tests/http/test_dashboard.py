@@ -17,6 +17,8 @@ from tests.support.browser import screenshot
 from tests.support.llm_server import LLMServer
 from tests.support.tenancy import write_tenants
 
+pytestmark = pytest.mark.in_process
+
 ROOT = Path(__file__).resolve().parents[2]
 DIALOGUES = json.loads((ROOT / "benchmarks/data/conversations.json").read_text())["dialogues"]
 TOKEN = "dashboard-token-0123456789"

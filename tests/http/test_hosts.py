@@ -9,6 +9,8 @@ import pytest
 from memsvc.http.hosts import AllowedHosts, host_name
 from tests.support import curl, stored_sessions
 
+pytestmark = pytest.mark.in_process
+
 APPEND = {"session_id": "s", "messages": [{"role": "ROLE_USER", "content": "a secret"}]}
 TOKEN = "t0ken-0123456789abcdef-0123456789"
 

@@ -20,6 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.support import ROOT, free_port, wait_for
 from tests.support.tenancy import write_tenants
 
+pytestmark = pytest.mark.in_process
+
 TOOLS = {"chat_history", "lookup_error_lessons", "record_error_lesson"}
 
 

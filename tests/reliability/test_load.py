@@ -2,9 +2,12 @@
 
 import threading
 
+import pytest
 from grpc_health.v1 import health_pb2
 
 from tests.reliability import loadrun
+
+pytestmark = pytest.mark.in_process
 
 
 def test_short_load_run_keeps_order_and_fails_nothing(tmp_path):

@@ -11,6 +11,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from memsvc_client import MemsvcError
 
+pytestmark = pytest.mark.in_process
+
 TOKEN = "s3cret-token-0123456789abcdef"
 
 

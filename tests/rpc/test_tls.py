@@ -12,6 +12,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from memsvc_client import MemsvcError
 from tests.support.certificates import Authority, tls_flags
 
+pytestmark = pytest.mark.in_process
+
 
 def refused(client) -> grpc.StatusCode:
     with pytest.raises(MemsvcError) as caught:

@@ -1,5 +1,6 @@
-"""Shared test support: fixtures that build real things: a real memsvc server process on an
-ephemeral TCP port and a unix socket, over a data directory in tmp_path."""
+"""Shared test support: fixtures that build real things: a real memsvc server (a process, or in the test's
+process where the module is marked in_process) on an ephemeral TCP port and a unix socket, over a data
+directory in tmp_path."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from memsvc.summary.summarizer import Summarizer
 from memsvc.window.appender import Appender
 from memsvc.window.incoming import NewMessage
 from memsvc_client import Client, MemsvcError
+from tests.support.inprocess import InProcessServer
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -126,10 +128,19 @@ class ServerProcess:
         self.process.kill()
         self.process.wait()
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def restart(self) -> ServerProcess:
-        if self.process is not None and self.process.poll() is None:
+        if self.running:
             self.terminate()
         return self.start()
+
+    def discard(self) -> None:
+        """At the end of a test: kill it if it still runs."""
+        if self.running:
+            self.kill()
 
 
 def free_port() -> int:
@@ -209,20 +220,32 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
+IN_PROCESS = "in_process"
+"""The marker (`pytestmark = pytest.mark.in_process`) of a module whose servers run in the test's process
+(tests/support/inprocess.py): for tests where the process boundary is not what is tested. Without it
+(AS_PROCESS) every server is a `memsvc serve` process: tests of kills, crashes, signals, start-up, recovery,
+data-directory locks, failure points, descriptor limits, metrics and what a process logs keep that."""
+
+
+def server_class(request: pytest.FixtureRequest) -> type[ServerProcess] | type[InProcessServer]:
+    """The kind of server the test's module asked for."""
+    return InProcessServer if request.node.get_closest_marker(IN_PROCESS) else ServerProcess
+
+
 @pytest.fixture
-def make_server(data_dir: Path):
-    started: list[ServerProcess] = []
+def make_server(data_dir: Path, request: pytest.FixtureRequest):
+    started: list[ServerProcess | InProcessServer] = []
+    kind = server_class(request)
 
     def make(*args: str, env: dict[str, str] | None = None, directory: Path | None = None,
-             nofile: int | None = None) -> ServerProcess:
-        server = ServerProcess(directory or data_dir, *args, env=env, nofile=nofile)
+             nofile: int | None = None) -> ServerProcess | InProcessServer:
+        server = kind(directory or data_dir, *args, env=env, nofile=nofile)
         started.append(server)
         return server.start()
 
     yield make
     for server in started:
-        if server.process is not None and server.process.poll() is None:
-            server.kill()
+        server.discard()
 
 
 @pytest.fixture
@@ -237,12 +260,11 @@ def client(server: ServerProcess):
 
 
 @pytest.fixture(scope="module")
-def shared_server(tmp_path_factory: pytest.TempPathFactory):
+def shared_server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
     """One server for a module's tests that change nothing but sessions of their own (each names its own)."""
-    server = ServerProcess(tmp_path_factory.mktemp("shared") / "data").start()
+    server = server_class(request)(tmp_path_factory.mktemp("shared") / "data").start()
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.kill()
+    server.discard()
 
 
 def stored_sessions(server: ServerProcess) -> set[str]:
