@@ -12,6 +12,8 @@ from memsvc_client import AsyncClient, MemsvcError
 from tests.support import wait_for
 from tests.support.llm_server import summary_reply
 
+pytestmark = pytest.mark.in_process
+
 
 def contents(client, session_id: str) -> list[str]:
     return [message.content for message in client.list_messages(session_id).messages]

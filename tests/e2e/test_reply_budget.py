@@ -21,6 +21,8 @@ from memsvc_client.v1 import memory_pb2 as pb
 from memsvc_client.v1 import memory_pb2_grpc, shards_pb2, shards_pb2_grpc
 from tests.support import curl
 
+pytestmark = pytest.mark.in_process
+
 DEFAULT_RECEIVE = 4 * 1024 * 1024
 "grpcio's default max_receive_message_length, the one every stub without options has."
 KB = 1000

@@ -12,6 +12,8 @@ from memsvc_client import MemsvcError, ResourceExhaustedError, UnavailableError
 from memsvc_client.v1 import shards_pb2, shards_pb2_grpc
 from tests.support import ServerProcess, wait_for
 
+pytestmark = pytest.mark.in_process
+
 MESSAGES = 20_000
 
 
