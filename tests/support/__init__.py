@@ -4,7 +4,6 @@ directory in tmp_path."""
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import resource
@@ -22,7 +21,6 @@ from typing import TypeVar
 import grpc
 import httpx
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from memsvc.app import SessionParts
@@ -37,6 +35,7 @@ from memsvc.window.appender import Appender
 from memsvc.window.incoming import NewMessage
 from memsvc_client import Client, MemsvcError
 from tests.support.inprocess import InProcessServer
+from tests.support.logs_and_health import health_status, log_entry, logged
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -85,7 +84,7 @@ class ServerProcess:
                 break
             if not line:  # its stderr closed: it exited
                 raise RuntimeError(f"server exited ({self.process.wait()}):\n" + "".join(self.log_lines))
-            entry = _json(line)
+            entry = log_entry(line)
             if entry.get("event") == "serving":
                 for address in entry["addresses"]:
                     if address.startswith("unix://"):
@@ -106,14 +105,11 @@ class ServerProcess:
 
     def logged(self, event: str) -> list[dict]:
         """The JSON log lines of `event` so far."""
-        return [entry for line in list(self.log_lines) if (entry := _json(line)).get("event") == event]
+        return logged(self.log_lines, event)
 
     def health_status(self, service: str = "", target: str | None = None) -> int:
         """The health status the server reports for `service` (on the main TCP port unless told)."""
-        with grpc.insecure_channel(target or self.tcp) as channel:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service),
-                                                              timeout=10)
-        return reply.status
+        return health_status(target or self.tcp, service)
 
     def client(self, target: str | None = None, **kwargs: object) -> Client:
         return Client(target or self.tcp, **kwargs)  # type: ignore[arg-type]
@@ -206,13 +202,6 @@ def kill_during_burst(server: ServerProcess, write: Callable[[Client, int, int],
         thread.join()
     assert not failures
     return acknowledged
-
-
-def _json(line: str) -> dict:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return {}
 
 
 @pytest.fixture

@@ -26,14 +26,12 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from memsvc.cli import build_parser
 from memsvc.core import config
 from memsvc.rpc.server import Server, Transport
 from memsvc.runtime import logs
 from memsvc_client import Client
+from tests.support.logs_and_health import health_status, logged
 
 T = TypeVar("T")
 OWNER = "memsvc_test_server"
@@ -192,15 +190,10 @@ class InProcessServer:
 
     def logged(self, event: str) -> list[dict]:
         """The JSON log lines of `event` so far."""
-        from tests.support import _json
-
-        return [entry for line in list(self.log_lines) if (entry := _json(line)).get("event") == event]
+        return logged(self.log_lines, event)
 
     def health_status(self, service: str = "", target: str | None = None) -> int:
-        with grpc.insecure_channel(target or self.tcp) as channel:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service),
-                                                              timeout=10)
-        return reply.status
+        return health_status(target or self.tcp, service)
 
     def client(self, target: str | None = None, **kwargs: object) -> Client:
         return Client(target or self.tcp, **kwargs)  # type: ignore[arg-type]
