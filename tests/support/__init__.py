@@ -35,13 +35,13 @@ from memsvc.window.appender import Appender
 from memsvc.window.incoming import NewMessage
 from memsvc_client import Client, MemsvcError
 from tests.support.inprocess import InProcessServer
-from tests.support.logs_and_health import health_status, log_entry, logged
+from tests.support.logs_and_health import Readable, log_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
-class ServerProcess:
+class ServerProcess(Readable):
     """`python -m memsvc serve` in a subprocess; knows its bound addresses."""
 
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None, tcp_port: int = 0,
@@ -102,17 +102,6 @@ class ServerProcess:
             self.log_lines.append(line)
             lines.put(line)
         lines.put("")
-
-    def logged(self, event: str) -> list[dict]:
-        """The JSON log lines of `event` so far."""
-        return logged(self.log_lines, event)
-
-    def health_status(self, service: str = "", target: str | None = None) -> int:
-        """The health status the server reports for `service` (on the main TCP port unless told)."""
-        return health_status(target or self.tcp, service)
-
-    def client(self, target: str | None = None, **kwargs: object) -> Client:
-        return Client(target or self.tcp, **kwargs)  # type: ignore[arg-type]
 
     def terminate(self, timeout: float = 30.0) -> int:
         assert self.process is not None

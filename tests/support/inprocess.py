@@ -30,8 +30,7 @@ from memsvc.cli import build_parser
 from memsvc.core import config
 from memsvc.rpc.server import Server, Transport
 from memsvc.runtime import logs
-from memsvc_client import Client
-from tests.support.logs_and_health import health_status, logged
+from tests.support.logs_and_health import Readable
 
 T = TypeVar("T")
 OWNER = "memsvc_test_server"
@@ -98,7 +97,7 @@ class _OwnLines(logging.Handler):
         self.server.log_lines.append(self.format(record) + "\n")
 
 
-class InProcessServer:
+class InProcessServer(Readable):
     """`memsvc serve`'s server on an event loop thread of the test's process; knows its bound addresses."""
 
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None, tcp_port: int = 0,
@@ -187,16 +186,6 @@ class InProcessServer:
     def _call(self, work: Coroutine[Any, Any, T], timeout: float | None) -> T:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(work, self._loop).result(timeout)
-
-    def logged(self, event: str) -> list[dict]:
-        """The JSON log lines of `event` so far."""
-        return logged(self.log_lines, event)
-
-    def health_status(self, service: str = "", target: str | None = None) -> int:
-        return health_status(target or self.tcp, service)
-
-    def client(self, target: str | None = None, **kwargs: object) -> Client:
-        return Client(target or self.tcp, **kwargs)  # type: ignore[arg-type]
 
     def terminate(self, timeout: float = 30.0) -> int:
         """What SIGTERM does to `memsvc serve`: drain, flush every store, stop every thread; its exit code (0)."""
