@@ -140,7 +140,8 @@ def test_the_python_results_are_the_documented_behaviour(reference: list[dict[st
     assert results["remove the session"]["response"] == {"deleted": {}}, "reset left nothing to remove"
     assert results["summary after removal"]["error"] == {"code": "NOT_FOUND", "reason": "SESSION_NOT_FOUND"}
 
-    framework = steps("x")[-9]["request"]["messages"]
+    framework = next(step for step in steps("x")
+                     if step["name"] == "append system and tool messages with payloads")["request"]["messages"]
     assert [m["role"] for m in results["append system and tool messages with payloads"]["response"]["messages"]] == [
         m["role"] for m in framework]
     newest = results["list the newest messages"]["response"]
@@ -161,6 +162,14 @@ def test_the_python_results_are_the_documented_behaviour(reference: list[dict[st
     assert results["keyword search after deletion"]["response"] == {}
     assert results["delete without naming messages"]["error"] == {
         "code": "INVALID_ARGUMENT", "reason": "DELETE_TARGET_REQUIRED"}
+    replaced = results["replace the whole history"]["response"]
+    # Acknowledged as Append is (ids and times, not the text sent), with what it deleted: the two left.
+    assert [(m["id"], m["role"]) for m in replaced["messages"]] == [("6", "ROLE_USER"), ("7", "ROLE_ASSISTANT")]
+    assert replaced["deleted"]["historyMessages"] == 2 and replaced["deleted"]["archivedMessages"] == 2
+    assert results["replace expecting a newest message it no longer has"]["error"] == {
+        "code": "FAILED_PRECONDITION", "reason": "HISTORY_CHANGED"}
+    assert [m["content"] for m in results["messages after replacement"]["response"]["messages"]] == [
+        "Start over: which port?", "Port 8443."]
     # Nothing is left behind: BM25 statistics span every session, so the next run scores as this one did.
     assert results["remove the session again"]["response"]["deleted"]["archivedMessages"] == 2
 

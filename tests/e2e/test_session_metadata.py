@@ -41,7 +41,8 @@ def check(calls: list[Seen]) -> set[str]:
 
 def test_the_per_session_rpcs_are_those_naming_a_session_but_error_memorys():
     assert PER_SESSION == {"Append", "GetContext", "Search", "Compact", "Summarize", "GetSummary", "Reset",
-                           "RemoveSession", "ListMessages", "DeleteMessages", "FitContext", "GetServerInfo",
+                           "RemoveSession", "ListMessages", "DeleteMessages", "ReplaceMessages", "FitContext",
+                           "GetServerInfo",
                            "ExportSession", "ImportSession", "HoldSession", "ReleaseSession"}
     assert RPCS["ImportSession"].session_path == ("head", "session_id"), "a stream is routed by its head"
 
@@ -52,6 +53,7 @@ def test_python_sends_the_session_on_every_per_session_rpc(server):
         lambda m: m.get_context("py-1"),
         lambda m: m.list_messages("py-1"),
         lambda m: m.delete_messages("py-1", last=1),
+        lambda m: m.replace_messages("py-1", [("user", "hello again")]),
         lambda m: m.search("py-1", "hello", match="keyword"),
         lambda m: m.compact("py-1"),
         lambda m: m.summarize("py-1"),

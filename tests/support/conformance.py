@@ -45,6 +45,12 @@ PYTHON_CALLS: dict[str, Callable[[Client, Any], Any]] = {
     "ListMessages": lambda c, r: c.list_messages(r.session_id, page_size=r.page_size, page_token=r.page_token,
                                                  newest_first=r.newest_first),
     "DeleteMessages": lambda c, r: c.delete_messages(r.session_id, list(r.ids), last=r.last),
+    "ReplaceMessages": lambda c, r: c.replace_messages(
+        r.session_id, [{"role": label(m, "role"), "content": m.content, "sender": m.sender,
+                        "send_at_unix_nano": m.send_at_unix_nano, "payload_json": m.payload_json}
+                       for m in r.messages],
+        idempotency_key=r.idempotency_key,
+        expected_last_id=r.expected_last_id if r.HasField("expected_last_id") else None),
     "FitContext": lambda c, r: c.fit_context(
         r.session_id, r.vendor, r.model, list(r.messages), overflow=r.overflow, previous_model=r.previous_model,
         context_window=r.context_window, reserved_tokens=r.reserved_tokens),

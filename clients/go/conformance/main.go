@@ -97,6 +97,10 @@ var runners = map[string]runner{
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.DeleteMessages(ctx, r.(*memsvcv1.DeleteMessagesRequest))
 		}),
+	"ReplaceMessages": rpc(func() proto.Message { return &memsvcv1.ReplaceMessagesRequest{} },
+		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
+			return c.ReplaceMessages(ctx, r.(*memsvcv1.ReplaceMessagesRequest))
+		}),
 	"FitContext": rpc(func() proto.Message { return &memsvcv1.FitContextRequest{} },
 		func(ctx context.Context, c *memsvc.Client, r proto.Message) (proto.Message, error) {
 			return c.FitContext(ctx, r.(*memsvcv1.FitContextRequest))

@@ -12,7 +12,8 @@ import {
   DeleteMessagesResponseSchema, FitContextRequestSchema, FitContextResponseSchema, GetContextRequestSchema,
   GetContextResponseSchema, GetServerInfoRequestSchema, GetServerInfoResponseSchema, GetSummaryRequestSchema,
   GetSummaryResponseSchema, ListMessagesRequestSchema, ListMessagesResponseSchema, MemsvcClient, MemsvcError,
-  RemoveSessionRequestSchema, RemoveSessionResponseSchema, ResetRequestSchema, ResetResponseSchema,
+  RemoveSessionRequestSchema, RemoveSessionResponseSchema, ReplaceMessagesRequestSchema,
+  ReplaceMessagesResponseSchema, ResetRequestSchema, ResetResponseSchema,
   SearchRequestSchema, SearchResponseSchema, SummarizeRequestSchema, SummarizeResponseSchema,
 } from "../src/index.js";
 
@@ -50,6 +51,9 @@ const RUNNERS: Record<string, Runner> = {
     r.sessionId, { pageSize: r.pageSize, pageToken: r.pageToken, newestFirst: r.newestFirst })),
   DeleteMessages: rpc(DeleteMessagesRequestSchema, DeleteMessagesResponseSchema,
     (client, r) => client.deleteMessages(r.sessionId, { ids: r.ids, last: r.last })),
+  ReplaceMessages: rpc(ReplaceMessagesRequestSchema, ReplaceMessagesResponseSchema,
+    (client, r) => client.replaceMessages(r.sessionId, r.messages,
+      { idempotencyKey: r.idempotencyKey, expectedLastId: r.expectedLastId })),
   FitContext: rpc(FitContextRequestSchema, FitContextResponseSchema, (client, r) => {
     const { sessionId, vendor, model, messages, $typeName: _, ...options } = r;
     return client.fitContext(sessionId, vendor, model, messages, options);
