@@ -135,6 +135,8 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
 
 
 _DONE = object()
+_SENDING: set[asyncio.Future[None]] = set()
+"The statuses of stalled exports being sent, held until sent."
 
 
 async def _stepped(items: Generator[T, None, None], idle_seconds: float,
@@ -176,7 +178,9 @@ def _end_stalled(context: grpc.aio.ServicerContext, call: asyncio.Task[Any], idl
         with contextlib.suppress(grpc.aio.AbortError, grpc.aio.UsageError, RuntimeError):
             await context.abort_with_status(to_status(stalled))
 
-    asyncio.ensure_future(send_status())
+    sending = asyncio.ensure_future(send_status())
+    _SENDING.add(sending)  # the loop keeps only a weak reference to a task: one unreferenced may be collected
+    sending.add_done_callback(_SENDING.discard)
     asyncio.get_running_loop().call_soon(call.cancel)  # after send_status has handed grpcio the status
 
 
