@@ -24,15 +24,16 @@ class Deadline:
     def __init__(self, seconds: float | None = None, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
         self._at = None if seconds is None else clock() + max(seconds, 0.0)
-        self._gone = threading.Event()
+        # A flag, not an Event: nothing waits on it, and every call makes a Deadline.
+        self._gone = False
 
     def cancel(self) -> None:
         """The caller went away (or was answered): nothing more is to be changed for it."""
-        self._gone.set()
+        self._gone = True
 
     def left(self) -> float | None:
         """Seconds the caller still waits; None when it waits as long as it takes."""
-        if self._gone.is_set():
+        if self._gone:
             return 0.0
         return None if self._at is None else max(0.0, self._at - self._clock())
 

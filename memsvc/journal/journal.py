@@ -121,6 +121,7 @@ class Journal:
     def __init__(self, path: Path, root: Path, capacity: int = CAPACITY, gather_seconds: float = GATHER_SECONDS):
         """The journal file at `path`, of files named relative to `root` (the data directory)."""
         self.root = root
+        self._root_prefix = f"{root}/"
         self.path = path
         self.capacity = capacity
         self.gather_seconds = gather_seconds
@@ -181,6 +182,10 @@ class Journal:
 
     def name_of(self, path: Path) -> str:
         """How the journal names the file at `path` (under its root) in its frames."""
+        # On every Append: slicing the string first, as Path.relative_to parses both paths again each time.
+        text = str(path)
+        if text.startswith(self._root_prefix):
+            return text[len(self._root_prefix):]
         return path.relative_to(self.root).as_posix()
 
     # -- writing -------------------------------------------------------------------

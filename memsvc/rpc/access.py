@@ -158,14 +158,19 @@ class Admission(grpc.aio.ServerInterceptor):
 
     def __init__(self, access: Access):
         self._access = access
+        self._open: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        "An open server's wrapped handler of each method (every call's caller and tenant are the same there)."
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method in OPEN_METHODS:
             return handler
         metadata = handler_call_details.invocation_metadata
+        named = metadata_value(metadata, TENANT_METADATA)
+        if self._access.open and named in (None, "", DEFAULT):  # what `admit` would find, without asking it
+            return self._wrapped_open(handler_call_details.method, handler)
         method = handler_call_details.method.rpartition("/")[2]
-        authorization, named = metadata_value(metadata, AUTHORIZATION), metadata_value(metadata, TENANT_METADATA)
+        authorization = metadata_value(metadata, AUTHORIZATION)
         try:
             caller, tenant = self._access.admit(method, authorization, named)
         except MemsvcError as refused:
@@ -179,6 +184,15 @@ class Admission(grpc.aio.ServerInterceptor):
 
             return rewrap(handler, refuse)
         return rewrap(handler, lambda behaviour: _as(method, caller, tenant, behaviour))
+
+    def _wrapped_open(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """What `intercept_service` makes of `handler` on an open server, made once per method."""
+        cached = self._open.get(full_method)
+        if cached is None or cached[0] is not handler:
+            method = full_method.rpartition("/")[2]
+            cached = handler, rewrap(handler, lambda behaviour: _as(method, OPEN, DEFAULT, behaviour))
+            self._open[full_method] = cached
+        return cached[1]
 
 
 def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour) -> Behaviour:

@@ -492,6 +492,10 @@ def test_without_a_tenants_file_the_layout_stays_and_the_first_start_with_one_se
     server = make_server()
     with server.client() as client:
         client.append("existing", [("user", "stored before tenants")])
+    with server.client(tenant="default") as named_default, server.client(tenant="a") as elsewhere:
+        assert contents(named_default.get_context("existing").window) == ["stored before tenants"]
+        error = refused(lambda: elsewhere.get_context("existing"))  # an open server has one tenant
+        assert (error.code, error.reason) == (grpc.StatusCode.PERMISSION_DENIED, "TENANT_FORBIDDEN")
     assert (server.data_dir / "sessions").is_dir() and not (server.data_dir / "tenants").exists()
     server.terminate()
     path = write_tenants(tmp_path / "tenants.toml", [("default-writer", "default", "write"), ("a", "a", "write"),
