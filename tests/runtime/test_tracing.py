@@ -7,20 +7,13 @@ server in any of them."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import grpc
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanProto
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as StatusProto
 
@@ -31,76 +24,12 @@ from memsvc_client import MemsvcError
 from memsvc_client.v1 import memory_pb2, memory_pb2_grpc
 from tests.support import ROOT, free_port, wait_for
 from tests.support.llm_server import Request, summary_reply
-from tests.support.loopback import JSONHandler, Loopback
+from tests.support.otlp_receiver import Receiver
 
 SESSION = "alice-private-session-7f3"
 SECRET_WORDS = ("zanzibar", "quokka", "marmalade")
 "Words only the messages hold: no span may carry them."
 TRACE_ID, CALLER_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-
-
-@dataclass
-class Span:
-    name: str
-    trace_id: str
-    span_id: str
-    parent_id: str
-    kind: int
-    attributes: dict[str, object]
-    status: int
-
-
-class Receiver(Loopback):
-    """An OTLP/HTTP traces endpoint (POST /v1/traces, application/x-protobuf) keeping every span and every body."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self.spans: list[Span] = []
-        self._lock = threading.Lock()
-        super().__init__(self._handler())
-        self.endpoint = f"{self.base_url}/v1/traces"
-
-    def _keep(self, body: bytes) -> None:
-        request = ExportTraceServiceRequest.FromString(body)
-        found = [Span(span.name, span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(), span.kind,
-                      {attribute.key: _value(attribute.value) for attribute in span.attributes}, span.status.code)
-                 for resource in request.resource_spans for scope in resource.scope_spans for span in scope.spans]
-        with self._lock:
-            self.bodies.append(body)
-            self.spans += found
-
-    def named(self, name: str) -> list[Span]:
-        with self._lock:
-            return [span for span in self.spans if span.name == name]
-
-    def children(self, parent: Span, name: str) -> list[Span]:
-        return [span for span in self.named(name)
-                if span.parent_id == parent.span_id and span.trace_id == parent.trace_id]
-
-    def _handler(self) -> type[JSONHandler]:
-        receiver = self
-
-        class Handler(JSONHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                if self.path != "/v1/traces" or self.headers.get("Content-Type") != "application/x-protobuf":
-                    self.answer(404, b"{}")
-                    return
-                receiver._keep(body)
-                reply = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-        return Handler
-
-
-def _value(value) -> object:  # an AnyValue
-    return getattr(value, value.WhichOneof("value"))
 
 
 @pytest.fixture
