@@ -257,7 +257,7 @@ def main() -> None:
             "http_json_get_context_4mib": lambda: json_client.call("MemoryService/GetContext", big),
         }, rounds=args.rounds, rotate=True))
         servers[TRACING].terminate()  # exports the spans it still holds
-    spans = spans_received(receiver)
+        spans = spans_received(receiver)
     floor = results["health_check"]["p50_ms"]
     check_rate, rate = rates[""]
     report = {
