@@ -143,7 +143,7 @@ def _options(settings: Settings, connections: int) -> list[tuple[str, int]]:
 
 
 def _interceptors(settings: Settings, access: Access) -> list[grpc.aio.ServerInterceptor]:
-    """Outermost first: metrics see the calls admission refuses."""
+    """Outermost first: metrics and traces see the calls admission refuses."""
     chain: list[grpc.aio.ServerInterceptor] = []
     if settings.metrics_listen:
         chain.append(Metrics())
