@@ -22,6 +22,14 @@ them, a writer of tenant `default`): every call is admitted by its token's
 SHA-256, its role and its tenant. Its latencies over the plain server's sit
 beside the twin's (issue 25: Append p50 within 5%).
 
+A sixth server exports OpenTelemetry spans of every call and its stages
+(tracing_endpoint) to an OTLP receiver on loopback, in a process of its own
+(tests/support/otlp_receiver.py): its latencies and rates over the plain
+server's sit beside the twin's. The plain server and its twin run with
+tracing off, as every other server here: that the code of tracing costs
+nothing when off is what the twin's ratios and `make bench-revisions`
+against the revision before it show.
+
     .venv/bin/python benchmarks/latency.py [--rounds 2000]
 """
 
@@ -32,6 +40,8 @@ import hashlib
 import http.client
 import json
 import os
+import subprocess
+import sys
 
 os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client,-event_engine_listener")  # before grpc
 import tempfile
@@ -60,6 +70,8 @@ SLOW_DISK = "_fsync_2ms"
 SLOW_SYNC = {"MEMSVC_FAILPOINTS": "durable.fsync=delay:2ms"}
 TENANTS_FILE = "_tenants_file_1000_tokens"
 "Suffix of a server with a tenants file of TENANT_TOKENS tokens, called with one of them."
+TRACING = "_tracing_on"
+"Suffix of a server exporting spans of every call to an OTLP receiver on loopback."
 TENANT_TOKENS = 1000
 BENCH_TOKEN = "benchmark-writer-of-the-default-tenant"
 SETTLE_SECONDS = 15.0
@@ -160,6 +172,18 @@ def tenants_file(path: Path) -> Path:
     return path
 
 
+def otlp_receiver() -> subprocess.Popen[str]:
+    """The OTLP/HTTP receiver, in a process of its own; its first line is its endpoint."""
+    return subprocess.Popen([sys.executable, "-m", "tests.support.otlp_receiver"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+
+
+def spans_received(receiver: subprocess.Popen[str]) -> int:
+    """Close the receiver (after the traced server stopped, which exports what it held) and read its count."""
+    out, _ = receiver.communicate(timeout=60)
+    return int(out.split()[-1])
+
+
 def latency_over_plain(results: dict, suffix: str) -> dict[str, float]:
     """Each latency of the server named by `suffix` divided by the plain server's."""
     return {f"{name}_{quantile}": round(results[name + suffix][f"{quantile}_ms"] / r[f"{quantile}_ms"], 3)
@@ -198,8 +222,12 @@ def main() -> None:
     room = ("--max-history-bytes", str(2 * FOUR_MIB))
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         tenants = ("--tenants-file", str(tenants_file(Path(tmp) / "tenants.toml")))
+        receiver = otlp_receiver()
+        stack.callback(receiver.kill)
+        assert receiver.stdout is not None
+        tracing = ("--tracing-endpoint", receiver.stdout.readline().strip())
         flags = {"": room, TWIN: room, HTTP_LISTEN: (*room, "--http-listen", "127.0.0.1:0"), SLOW_DISK: room,
-                 TENANTS_FILE: (*room, *tenants)}
+                 TENANTS_FILE: (*room, *tenants), TRACING: (*room, *tracing)}
         sizes = [prefill(Path(tmp) / f"data{suffix}", "big", FOUR_MIB) for suffix in flags]
         servers = {}
         for suffix, extra in flags.items():
@@ -228,6 +256,8 @@ def main() -> None:
             "grpc_get_context_4mib_beside_http": lambda: grpc_client.get_context("big"),
             "http_json_get_context_4mib": lambda: json_client.call("MemoryService/GetContext", big),
         }, rounds=args.rounds, rotate=True))
+        servers[TRACING].terminate()  # exports the spans it still holds
+        spans = spans_received(receiver)
     floor = results["health_check"]["p50_ms"]
     check_rate, rate = rates[""]
     report = {
@@ -240,6 +270,8 @@ def main() -> None:
         "with_http_listen_over_without": over_plain(results, rates, HTTP_LISTEN),
         "twin_over_without": over_plain(results, rates, TWIN),
         "tenants_file_1000_tokens_over_without": latency_over_plain(results, TENANTS_FILE),
+        "tracing_on_over_without": over_plain(results, rates, TRACING),
+        "tracing_spans_exported": spans,
         "http_json_over_grpc_p50": {name: round(results[f"http_json_{name}"]["p50_ms"]
                                                 / results[f"grpc_{name}_beside_http"]["p50_ms"], 3)
                                     for name in ("append_empty", "get_context_4mib")},
@@ -255,6 +287,12 @@ def main() -> None:
     print("with http_listen / without:", json.dumps(report["with_http_listen_over_without"]))
     print("twin (the noise) / without:", json.dumps(report["twin_over_without"]))
     print("tenants_file of 1,000 tokens / without:", json.dumps(report["tenants_file_1000_tokens_over_without"]))
+    print(f"tracing on ({spans} spans exported) / without:", json.dumps(report["tracing_on_over_without"]))
+    print("Append p50 over the plain server's (tracing off): twin "
+          f"{report['twin_over_without']['append_empty_p50']}, tracing on "
+          f"{report['tracing_on_over_without']['append_empty_p50']}; at 4 MiB: twin "
+          f"{report['twin_over_without']['append_4mib_p50']}, tracing on "
+          f"{report['tracing_on_over_without']['append_4mib_p50']}")
     print("HTTP/JSON / gRPC on one server (p50):", json.dumps(report["http_json_over_grpc_p50"]))
     for name, figures in report["targets"].items():
         print(f"targets, {name}:", json.dumps(figures))

@@ -18,6 +18,7 @@ import tomllib
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 from cronsim import CronSim, CronSimError
@@ -171,6 +172,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Extra HOST:PORT serving only the health service, for probes."
     metrics_listen: str = ""
     "HOST:PORT serving Prometheus metrics."
+    tracing_endpoint: str = ""
+    ("OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces) that OpenTelemetry spans of every RPC and its "
+     "stages are exported to; needs the tracing extra; empty: tracing off.")
     http_listen: str = ""
     "HOST:PORT serving every RPC as HTTP/JSON (the Connect protocol) and the web dashboard at /."
     http_allowed_hosts: list[str] = msgspec.field(default_factory=list)
@@ -295,8 +299,22 @@ def _check(settings: Settings) -> None:
         raise InvalidSetting(f"fit_threshold must be above 0 and at most 1, got {settings.fit_threshold}")
     if settings.default_context_window <= 0 or settings.model_table_refresh_seconds <= 0:
         raise InvalidSetting("default_context_window and model_table_refresh_seconds must be positive")
+    if settings.tracing_endpoint:
+        _check_tracing_endpoint(settings.tracing_endpoint)
     for name in ("summary_schedule", "error_purge_schedule"):
         try:
             CronSim(getattr(settings, name), datetime.now())
         except CronSimError as exc:
             raise InvalidSetting(f"{name} {getattr(settings, name)!r} is not a cron expression ({exc})") from exc
+
+
+def _check_tracing_endpoint(url: str) -> None:
+    """An absolute http(s) URL, the whole path included: the OTLP exporter posts to it as it is."""
+    parsed = urlsplit(url)
+    try:
+        parsed.port  # noqa: B018 (raises for a port that is not a number)
+    except ValueError as exc:
+        raise InvalidSetting(f"tracing_endpoint {url!r} has a bad port ({exc})") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or any(c.isspace() for c in url):
+        raise InvalidSetting(f"tracing_endpoint {url!r} must be an http:// or https:// URL with a host, such as "
+                             "http://127.0.0.1:4318/v1/traces (the OTLP/HTTP traces path)")

@@ -32,6 +32,7 @@ from memsvc.fit.refresh import ModelTable
 from memsvc.fit.run import Run
 from memsvc.fit.stages import StageReport
 from memsvc.fit.table import Window
+from memsvc.runtime import tracing
 from memsvc.summary import llm
 from memsvc.summary.summarizer import Summarizer, language_rule
 
@@ -106,6 +107,7 @@ class Fitter:
         """True when `begin` may take milliseconds: a big run, or a tokenizer to load first."""
         return not tokens.loaded(request.model) or sum(map(len, request.messages)) > INLINE_BYTES
 
+    @tracing.traced("fit.check_threshold")
     def begin(self, request: FitRequest) -> Pass:
         """Check the request and count the run against its budget (CheckThreshold)."""
         check_session_id(request.session_id)

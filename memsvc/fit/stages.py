@@ -22,6 +22,7 @@ from memsvc.core.errors import MemsvcError, NotFound
 from memsvc.core.reasons import Reason
 from memsvc.fit import chat
 from memsvc.fit.run import Exchange, Run
+from memsvc.runtime import tracing
 from memsvc.summary import llm, rolling
 from memsvc.summary.summarizer import Folded, Summarizer, SummaryReplyInvalid, Turn
 
@@ -86,6 +87,7 @@ STOPPED = {"SUMMARY_CALL_LIMIT": "fit_max_summary_calls ({limit}) reached",
            "DEADLINE_TOO_SHORT": "another call would end past the caller's deadline"}
 
 
+@tracing.traced("fit.extract_old_histories")
 def extract_old_histories(run: Run, summarizer: Summarizer, session_id: str, target: int,
                           calls: SummaryCalls) -> StageReport:
     """Fold the older turns, oldest first, one summary call at a time, until the run is within `target`, the
@@ -149,6 +151,7 @@ def _turn(message: chat.ChatMessage, text: str) -> Turn:
     return Turn("tool" if message.is_result else message.role, text)
 
 
+@tracing.traced("fit.tool_history")
 def tool_history(run: Run, model: llm.Model, target: int, language: str, chunk_chars: int) -> StageReport:
     stage: Stage = "tool_history"
     exchanges = run.tail()
@@ -193,6 +196,7 @@ def _oldest_enough(run: Run, exchanges: list[Exchange], target: int) -> list[Exc
     return exchanges
 
 
+@tracing.traced("fit.trim_fallback")
 def trim_fallback(run: Run, target: int) -> StageReport:
     stage: Stage = "trim_fallback"
     exchanges = run.older() + run.tail()
@@ -210,6 +214,7 @@ def trim_fallback(run: Run, target: int) -> StageReport:
                        "were dropped", messages_removed=gone)
 
 
+@tracing.traced("fit.raw_tool_fallback")
 def raw_tool_fallback(run: Run, previous_model: str) -> StageReport:
     stage: Stage = "raw_tool_fallback"
     changed = run.render(chat.plain)

@@ -42,6 +42,7 @@ import msgspec
 from memsvc.core import durable, failpoints
 from memsvc.core.errors import Unavailable
 from memsvc.core.reasons import Reason
+from memsvc.runtime import tracing
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class Journal:
         "A moving average of how long a batch's write takes."
         self._dirty: set[str] = set()
         "Files written since the last checkpoint."
+        self._traces = tracing.Gathered("journal.sync")
         created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         if created:
@@ -194,10 +196,12 @@ class Journal:
         """Log that `data` was written at `offset` in the file at `relative`; `done` follows. `here`:
         the caller runs `write_waiting` soon, on its own thread (see `quick`), instead of waking the journal's."""
         payload = _encode(_Frame(relative, offset, data))
+        done = tracing.carried(done)  # the Append's completion runs in its call's trace, whichever thread syncs
         with self._wake:
             if self._closing:
                 raise Unavailable("the server is shutting down; retry on the next one", reason=Reason.SHUTTING_DOWN)
             self._waiting.append((payload, relative, done))
+            self._traces.note(done)
             if not here and (len(self._waiting) == 1 or len(self._waiting) >= self._gathering):
                 self._wake.notify()
 
@@ -256,7 +260,8 @@ class Journal:
         error: BaseException | None = None
         started = time.perf_counter()
         try:
-            self._write(batch)
+            with self._traces.span(*(done for _, _, done in batch), frames=len(batch)):
+                self._write(batch)
         except OSError as exc:
             error = exc
         except Exception as exc:  # never die: the Appends waiting get an error, the next batch a try

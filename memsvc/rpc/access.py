@@ -27,6 +27,7 @@ from memsvc.core.reasons import Reason
 from memsvc.rpc import audit
 from memsvc.rpc.handlers import Behaviour, rewrap
 from memsvc.rpc.status import CODES, to_status
+from memsvc.runtime import tracing
 from memsvc.tenancy.tenants import ANY, DEFAULT, OPEN, SINGLE, Caller, Directory, Role
 
 AUTHORIZATION = "authorization"
@@ -137,6 +138,7 @@ def caller_of() -> Caller:
 
 def acting(caller: Caller, tenant: str) -> contextvars.Token[tuple[Caller, str]]:
     """Make (caller, tenant) the current call's; the caller resets the token when the call ends."""
+    tracing.annotate(**{"memsvc.tenant": tenant})
     return _CALLER.set((caller, tenant))
 
 

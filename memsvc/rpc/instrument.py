@@ -1,9 +1,12 @@
-"""The interceptor that counts and times every RPC into memsvc/metrics.py.
+"""The interceptors that observe every RPC: Prometheus metrics (memsvc/runtime/metrics.py) and
+OpenTelemetry spans (memsvc/runtime/tracing.py).
 
 Owns the mapping of a call to `grpc_server_*` labels (type, service, method,
-status code). Must never change a call's outcome: it observes and re-raises.
-Calls refused by `max_concurrent_rpcs` never reach an interceptor, so they
-are not counted here.
+status code) and to its span's attributes (method, status code, ErrorInfo
+reason, the session id's hash; the tenant is added where admission learns it).
+Must never change a call's outcome: it observes and re-raises. Calls refused
+by `max_concurrent_rpcs` never reach an interceptor, so they are neither
+counted nor traced here.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import time
 from collections.abc import AsyncIterator
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
 
 from memsvc.rpc.handlers import Behaviour, rewrap, shape
-from memsvc.runtime import metrics
+from memsvc.runtime import metrics, tracing
 
 GRPC_TYPES = {"unary_unary": "unary", "unary_stream": "server_stream", "stream_unary": "client_stream",
               "stream_stream": "bidi_stream"}
@@ -77,3 +81,79 @@ class Metrics(grpc.aio.ServerInterceptor):
         service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
         labels = (GRPC_TYPES[shape(handler)], service, method)
         return rewrap(handler, lambda behaviour: _observed(behaviour, labels))
+
+
+TRACE_HEADERS = ("traceparent", "tracestate")
+"The W3C trace context a caller's metadata may carry: the only metadata tracing reads."
+STATUS_DETAILS = "grpc-status-details-bin"
+"The trailing metadata rpc/status.py puts a google.rpc.Status with its ErrorInfo in."
+
+
+def _reason(context: grpc.aio.ServicerContext) -> str:
+    """The ErrorInfo reason a call ended with; empty when none."""
+    for key, value in context.trailing_metadata() or ():
+        if key == STATUS_DETAILS:
+            for detail in status_pb2.Status.FromString(value).details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return info.reason
+    return ""
+
+
+def _ended(noted: tracing.Noted, error: BaseException | None, context: grpc.aio.ServicerContext) -> None:
+    code = _outcome(error, context)
+    outcome: dict[str, tracing.Attribute] = {"rpc.grpc.status_code": code.value[0], "memsvc.status": code.name}
+    noted.set(**outcome)
+    if code != grpc.StatusCode.OK:
+        noted.set(**{"memsvc.reason": _reason(context)})
+        noted.failed(code.name)
+
+
+def _session(request: object) -> dict[str, tracing.Attribute]:
+    session_id = getattr(request, "session_id", "")
+    return {"memsvc.session": tracing.session_hash(session_id)} if isinstance(session_id, str) and session_id else {}
+
+
+def _spanned(behaviour: Behaviour, name: str, headers: dict[str, str],
+             attributes: dict[str, tracing.Attribute]) -> Behaviour:
+    if inspect.isasyncgenfunction(behaviour):
+        async def stream(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[object]:
+            with tracing.served(name, headers, **attributes, **_session(request)) as noted:
+                error = None
+                try:
+                    async for reply in behaviour(request, context):
+                        yield reply
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    _ended(noted, error, context)
+        return stream
+
+    async def call(request: object, context: grpc.aio.ServicerContext) -> object:
+        with tracing.served(name, headers, **attributes, **_session(request)) as noted:
+            error = None
+            try:
+                return await behaviour(request, context)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                _ended(noted, error, context)
+    return call
+
+
+class Traces(grpc.aio.ServerInterceptor):
+    """A span for each call, named after its method, a child of the caller's when its metadata carries a W3C
+    traceparent: outside admission, so refused calls are traced too."""
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        headers = {key: value for key, value in handler_call_details.invocation_metadata or ()
+                   if key in TRACE_HEADERS and isinstance(value, str)}
+        attributes: dict[str, tracing.Attribute] = {"rpc.system": "grpc", "rpc.service": service,
+                                                    "rpc.method": method}
+        return rewrap(handler, lambda behaviour: _spanned(behaviour, method, headers, attributes))

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from memsvc.core.errors import ResourceExhausted, Unavailable
 from memsvc.core.reasons import Reason
+from memsvc.runtime import tracing
 from memsvc.runtime.futures import settle
 
 T = TypeVar("T")
@@ -51,7 +52,7 @@ class FairPool:
 
     async def run(self, key: str, call: Callable[[], T]) -> T:
         """`call()` on a worker thread, after the waiting calls of other keys have had their turn."""
-        job = _Job(call, asyncio.get_running_loop())
+        job = _Job(tracing.carried(call), asyncio.get_running_loop())
         with self._wake:
             if self._in_flight[key] >= self.per_key or self._all_in_flight >= self.total:
                 raise ResourceExhausted(

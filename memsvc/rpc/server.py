@@ -40,11 +40,12 @@ from memsvc.rpc import auth
 from memsvc.rpc.access import Access, Admission
 from memsvc.rpc.error_memory import ErrorMemoryServicer
 from memsvc.rpc.fit import FitServicer
-from memsvc.rpc.instrument import Metrics
+from memsvc.rpc.instrument import Metrics, Traces
 from memsvc.rpc.malformed import MalformedRequests
 from memsvc.rpc.memory import MemoryServicer
 from memsvc.rpc.offload import FairPool
 from memsvc.rpc.shards import ShardServicer
+from memsvc.runtime import tracing
 from memsvc.runtime.metrics import MetricsListener
 from memsvc_client.v1 import (
     error_memory_pb2,
@@ -142,10 +143,12 @@ def _options(settings: Settings, connections: int) -> list[tuple[str, int]]:
 
 
 def _interceptors(settings: Settings, access: Access) -> list[grpc.aio.ServerInterceptor]:
-    """Outermost first: metrics see the calls admission refuses."""
+    """Outermost first: metrics and traces see the calls admission refuses."""
     chain: list[grpc.aio.ServerInterceptor] = []
     if settings.metrics_listen:
         chain.append(Metrics())
+    if settings.tracing_endpoint:
+        chain.append(Traces())
     chain += [Admission(access), MalformedRequests()]
     return chain
 
@@ -217,6 +220,8 @@ class Server:
         # Secrets are read before anything listens: a bad file fails the start, not the first call.
         access = auth.access_from_settings(self.settings)
         interceptors = _interceptors(self.settings, access)
+        if self.settings.tracing_endpoint:
+            tracing.start(self.settings.tracing_endpoint, self.settings.shard_name)
         tls = auth.server_credentials(self.settings)
         connections = connection_limits(self.settings, len(self.transports), descriptors.limit())
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -336,6 +341,7 @@ class Server:
             await self.probes.stop(None)
         if self.metrics is not None:
             self.metrics.close()
+        tracing.stop()
         self.lock.release()
         log.info("stopped")
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
+from memsvc.runtime import tracing
 from memsvc.search.keyword import KeywordSearch
 from memsvc.search.query import Bounds, Query, Results
 from memsvc.search.rerank import Reranker
@@ -33,6 +34,7 @@ RERANK_CANDIDATES = 32
 "The best fused candidates the reranker reorders."
 
 
+@tracing.traced("search.fusion")
 def fuse(rankings: Sequence[tuple[Sequence[int], float]], k: int = RRF_K) -> dict[int, float]:
     """Weighted reciprocal rank fusion of (ids best first, weight) lists: id -> fused score."""
     fused: dict[int, float] = {}

@@ -20,6 +20,7 @@ from memsvc.archive.index import Archive
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
+from memsvc.runtime import tracing
 from memsvc.search.expansion import AFTER, BEFORE, expand
 from memsvc.search.query import Bounds, Hit, Placement, Query, Results
 from memsvc.search.recent import RecentIndexes, RecentTerms
@@ -87,6 +88,7 @@ class KeywordSearch:
             return Results(found.hits)
         return Results(self.in_context(query.session_id, found, {hit.record.id: hit.score for hit in found.hits}))
 
+    @tracing.traced("search.keyword")
     def ranked(self, query: Query, limits: Bounds) -> Found:
         """The best `limits.limit` archived messages (below history.json) and recent ones, best first.
 

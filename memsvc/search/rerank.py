@@ -20,6 +20,7 @@ from memsvc.core.config import Settings
 from memsvc.core.errors import InvalidSetting
 from memsvc.core.http import Provider, ProviderFailure
 from memsvc.core.secrets import read_secret
+from memsvc.runtime import tracing
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class HttpReranker(Reranker):
     def enabled(self) -> bool:
         return True
 
+    @tracing.traced("search.rerank")
     def scores(self, query: str, documents: Sequence[str]) -> list[float] | None:
         if not documents:
             return []

@@ -15,6 +15,7 @@ from memsvc.core.errors import InvalidArgument
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
+from memsvc.runtime import tracing
 from memsvc.search.expansion import expand
 from memsvc.search.query import Bounds, Placement, Query, Results
 from memsvc.vectors.embedders.base import Embedder
@@ -52,6 +53,7 @@ class SemanticSearch:
         window = records[-self.window_size:]
         return NO_UPPER_BOUND if query.include_window or not window else window[0].id
 
+    @tracing.traced("search.semantic")
     def nearest(self, query: Query, limits: Bounds) -> tuple[list[Record], Nearest] | None:
         """The session's records and the nearest qualifying ones among them; None when nothing can match."""
         vector: np.ndarray | None = None
@@ -63,7 +65,8 @@ class SemanticSearch:
         if session is None:
             return None
         if vector is None:
-            vector = self.embedder.vectors([query.text], max_retries=0)[0]
+            with tracing.span("embed.query"):
+                vector = self.embedder.vectors([query.text], max_retries=0)[0]
         if not vector.any():
             return None
         records = session.records  # grows only at its end while we read it; never copied per query

@@ -22,6 +22,7 @@ from memsvc.core.config import Settings
 from memsvc.core.errors import MemsvcError
 from memsvc.core.records import Record
 from memsvc.core.units import NANOS_PER_SECOND
+from memsvc.runtime import tracing
 from memsvc.summary import llm, rolling
 from memsvc.summary.rolling import Summary
 
@@ -111,6 +112,7 @@ class Judge:
             pruning.superseded_past_discussions |= _numbers(verdict.superseded_past_discussions)
         return pruning
 
+    @tracing.traced("summary.relevance")
     def relevant(self, whole: Summary, window: Sequence[Record], request_text: str) -> Summary:
         """The entries of `whole` that the request needs; `whole` itself when the check fails.
 

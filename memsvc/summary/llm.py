@@ -22,6 +22,7 @@ from memsvc.core.errors import FailedPrecondition, InvalidSetting, MemsvcError, 
 from memsvc.core.http import Provider, ProviderFailure
 from memsvc.core.reasons import Reason
 from memsvc.core.secrets import read_secret
+from memsvc.runtime import tracing
 
 API_KEY_ENV = "MEMSVC_LLM_API_KEY"
 COMPLETIONS_PATH = "/chat/completions"
@@ -93,7 +94,8 @@ class Endpoint:
         """The assistant's reply text (reasoning `<think>` blocks removed)."""
         body = msgspec.json.encode(_Request(model=model, messages=messages))
         try:
-            reply = self.provider.post_json(COMPLETIONS_PATH, body, timeout=timeout, max_retries=max_retries)
+            with tracing.span("llm.complete", **{"llm.model": model}):
+                reply = self.provider.post_json(COMPLETIONS_PATH, body, timeout=timeout, max_retries=max_retries)
         except ProviderFailure as failure:
             raise _failed(failure, model) from None
         return _content(reply, model, self.url)

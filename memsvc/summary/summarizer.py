@@ -29,6 +29,7 @@ from memsvc.core.ids import TEMP_PREFIX
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.core.units import NANOS_PER_SECOND
+from memsvc.runtime import tracing
 from memsvc.summary import llm, rolling
 from memsvc.summary.cursor import Cursor, read_cursor, write_cursor
 from memsvc.summary.decisions import Judge, exchanges
@@ -201,6 +202,7 @@ class Summarizer:
 
     # -- Generate --------------------------------------------------------------
 
+    @tracing.traced("summary.generate")
     def generate(self, session_id: str, deadline: Deadline = UNBOUNDED) -> Result:
         """Fold the messages after the cursor into the summary; the caller holds the guard. Nothing is saved
         once `deadline` passed."""
@@ -254,6 +256,7 @@ class Summarizer:
 
     # -- Fold, for FitContext --------------------------------------------------
 
+    @tracing.traced("summary.fold")
     def fold(self, session_id: str, turns: Sequence[Turn]) -> Folded:
         """Fold an agent run's older turns into the session's summary, with at most one summary call.
 

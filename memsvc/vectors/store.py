@@ -33,6 +33,7 @@ from memsvc.core import durable, layout
 from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
+from memsvc.runtime import tracing
 from memsvc.vectors import build
 from memsvc.vectors.embedders.base import Embedder, unit_length
 from memsvc.vectors.generation import Eligible, best, exact
@@ -82,6 +83,7 @@ class VectorStore:
         self._wake = threading.Condition()
         self._stopping = False
         self._embedded_batches = 0
+        self._traces = tracing.Gathered("vectors.embed")
         durable.ensure_dir(root)
         durable.sweep_deleted(root)
         self._directory = durable.DataPaths([root])
@@ -124,6 +126,7 @@ class VectorStore:
         state = self._state(session_id)
         with state.lock:
             state.queue(records)
+        self._traces.note(session_id)
         self._notify(session_id, self._ready)
 
     def compacted(self, session_id: str, first_kept_id: int, start_at: int) -> None:
@@ -310,8 +313,9 @@ class VectorStore:
             return False
         todo = [record for record in batch if record.id not in known]
         try:
-            fresh = (self.embedder.vectors([record.content for record in todo]) if todo
-                     else np.zeros((0, self.embedder.dimension), dtype=np.float32))
+            with self._traces.span(state.id, messages=len(todo)):
+                fresh = (self.embedder.vectors([record.content for record in todo]) if todo
+                         else np.zeros((0, self.embedder.dimension), dtype=np.float32))
         except MemsvcError as error:
             delay = state.backoff()
             log.warning("embedding failed; will retry", extra={
