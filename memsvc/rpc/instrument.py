@@ -1,7 +1,8 @@
 """The interceptor that counts and times every RPC into memsvc/metrics.py.
 
 Owns the mapping of a call to `grpc_server_*` labels (type, service, method,
-status code). Must never change a call's outcome: it observes and re-raises.
+status code), and naming the calls the dashboard plots (`observe_call`, for
+gRPC and HTTP alike). Must never change a call's outcome: it observes and re-raises.
 Calls refused by `max_concurrent_rpcs` never reach an interceptor, so they
 are not counted here.
 """
@@ -20,6 +21,20 @@ from memsvc.runtime import metrics
 
 GRPC_TYPES = {"unary_unary": "unary", "unary_stream": "server_stream", "stream_unary": "client_stream",
               "stream_stream": "bidi_stream"}
+
+
+MATCH_KINDS = {0: "search_semantic", 1: "search_semantic", 2: "search_keyword", 3: "search_hybrid"}
+"SearchRequest.match (unset: semantic) -> the kind plotted."
+
+
+def observe_call(method: str, tenant: str, request: object, reply: object, seconds: float) -> None:
+    """A finished unary call, to metrics.call_finished when it is of a kind the dashboard plots."""
+    if method == "Append":
+        metrics.call_finished("append", tenant, seconds)
+    elif method == "Search":
+        metrics.call_finished(MATCH_KINDS.get(getattr(request, "match", 0), "search_semantic"), tenant, seconds)
+    elif method in ("LookupErrors", "SearchErrors"):
+        metrics.call_finished("lookup_errors", tenant, seconds, len(getattr(reply, "records", ())))
 
 
 class _Observation:
