@@ -22,7 +22,7 @@ export function Chart({ title, unit, times, lines, format, stepped, span }: {
   lines: Line[];
   format?: (value: number) => string;
   stepped?: boolean;
-  /** Seconds the x axis spans, ending at the newest time (the overview's hour); else the data's own range. */
+  /** Seconds the x axis spans at most, ending at the newest time (the overview's hour); else the data's range. */
   span?: number;
 }) {
   const box = useRef<HTMLDivElement>(null);
@@ -39,10 +39,12 @@ export function Chart({ title, unit, times, lines, format, stepped, span }: {
       legend: { live: false },
       cursor: { drag: { x: false, y: false } },
       scales: {
-        x: { time: true, range: span ? (_u, _min, max) => [max - span, max] : undefined },
+        // Up to `span` back from the newest time, never wider than the data (a fresh server's few minutes fill
+        // the chart); a single time gets a minute before it.
+        x: { time: true, range: (_u, min, max) => [min === max ? max - 60 : Math.max(min, max - (span ?? Infinity)), max] },
         y: { range: (_u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
       axes: [
-        { stroke: "#5d6675", grid: { stroke: "#eef0f4" } },
+        { stroke: "#5d6675", grid: { stroke: "#eef0f4" }, space: 80 },  // room for a time label per tick
         { stroke: "#5d6675", grid: { stroke: "#eef0f4" }, size: 60, values: (_u, ticks) => ticks.map((tick) => (format ?? plain)(tick)) },
       ],
       series: [

@@ -10,8 +10,8 @@ stored bytes per tier) come from the readings the assembly hands `sample`.
 
 The bound, whatever the traffic: at most `MAX_TENANTS` tenants are tracked
 by name (later ones share the `OTHER` series), so at most `MAX_KEYS` keys
-each hold `len(SERIES)` rings of `SLOTS` doubles: `BOUND_BYTES` (about 1.8
-MB) of values, plus one step's counters per key and kind. Calls of kinds not
+each hold `len(SERIES)` rings of `SLOTS` doubles: `BOUND_BYTES` (2,056,320 bytes,
+about 2 MB) of values, plus one step's counters per key and kind. Calls of kinds not
 in `KINDS` are not kept. Must never hold a session id or any text of a
 conversation, nor grow with the number of calls, sessions or tenants.
 """
