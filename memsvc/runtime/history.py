@@ -18,6 +18,7 @@ conversation, nor grow with the number of calls, sessions or tenants.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -114,7 +115,7 @@ class History:
         """One finished call of `kind` for `tenant` that took `seconds` (and found `hits` lessons)."""
         if kind not in KINDS:
             return
-        bucket = next((i for i, upper in enumerate(LATENCY_BUCKETS) if seconds <= upper), len(LATENCY_BUCKETS))
+        bucket = bisect.bisect_left(LATENCY_BUCKETS, seconds)  # the first bucket whose upper bound holds it
         with self._lock:
             for key in (ALL, self._key(tenant)):
                 step = self._steps.get(key)
