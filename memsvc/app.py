@@ -39,6 +39,8 @@ from memsvc.lifecycle.cleanup import TemporaryCleanup
 from memsvc.lifecycle.clearing import Clearing
 from memsvc.lifecycle.compaction import Compaction, CompactionQueue
 from memsvc.lifecycle.intents import Intents
+from memsvc.runtime import metrics
+from memsvc.runtime.history import STEP_SECONDS, History
 from memsvc.runtime.jobs import Scheduler
 from memsvc.search import rerank
 from memsvc.search.hybrid import HybridSearch
@@ -52,7 +54,7 @@ from memsvc.summary.context import Contexts
 from memsvc.summary.decisions import Judge
 from memsvc.summary.summarizer import Summarizer
 from memsvc.tenancy.tenants import Directory, TenantEntry
-from memsvc.tenancy.usage import Usage
+from memsvc.tenancy.usage import Usage, directory_bytes
 from memsvc.transfer.export import Exporter
 from memsvc.transfer.restore import Importer
 from memsvc.transfer.service import Transfers
@@ -71,6 +73,8 @@ if TYPE_CHECKING:  # psycopg loads only when lessons_backend = postgres
 
 MANY = 2**62
 "No quota."
+SIZES_EVERY_STEPS = 6
+"Stored bytes per tier are walked every this many history steps (a minute), not every step."
 TENANTS_FILE_CHECK_SECONDS = 1.0
 "How often the tenants file is looked at (one stat): rotated tokens take effect within about this."
 HOLD_LEASE_CHECK_SECONDS = 2.0
@@ -200,6 +204,18 @@ class Tenant:
                   for session_id, why in sorted(self.archive.set_aside().items())]
         return found
 
+    def gauges(self) -> dict[str, float]:
+        """What the metrics history plots of this tenant now, but its stored bytes (cheap: no disk)."""
+        # The vector store keeps no backlog count of its own: its sessions' pending messages, read as they are.
+        backlog = sum(len(state.pending) for state in list(self.vectors._states.values()))
+        return {"sessions": float(self.store.stored), "embedding_backlog": float(backlog)}
+
+    def stored_bytes(self) -> dict[str, float]:
+        """The bytes each tier stores on disk (walks the tenant's directories)."""
+        return {"bytes_window": float(directory_bytes(self.places.sessions_dir)),
+                "bytes_vectors": float(directory_bytes(self.places.vectors_dir)),
+                "bytes_archive": float(directory_bytes(self.archive.directory))}
+
     def stop(self) -> None:
         """Stop starting work (a summary run in flight finishes its chunk)."""
         self.summarizer.stop()
@@ -247,6 +263,11 @@ class App:
         # The tenants with data here serve (and run their jobs) from the start; others open at their first call.
         for name in [DEFAULT_TENANT, *self.layout.tenant_names()]:
             self.tenant(name)
+        self.history = History()
+        metrics.listen_to_calls(self.history.record)
+        self._stored_bytes: dict[str, dict[str, float]] = {}
+        self._history_steps = 0
+        self.jobs.register("metrics-history", STEP_SECONDS, self.sample_history)
         if directory is not None:
             self.jobs.register("tenants-file", TENANTS_FILE_CHECK_SECONDS, directory.refresh)
         self.jobs.start()
@@ -269,6 +290,17 @@ class App:
         """The tenants this server serves: the tenants file's, with the default one (and any with data here)."""
         named = self.directory.tenants() if self.directory is not None else []
         return sorted({DEFAULT_TENANT, *named, *self.tenants})
+
+    def sample_history(self) -> None:
+        """One step of the metrics history: every open tenant's gauges, its stored bytes once a minute."""
+        walk = self._history_steps % SIZES_EVERY_STEPS == 0
+        self._history_steps += 1
+        readings = {}
+        for name, tenant in list(self.tenants.items()):
+            if walk or name not in self._stored_bytes:
+                self._stored_bytes[name] = tenant.stored_bytes()
+            readings[name] = {**tenant.gauges(), **self._stored_bytes[name]}
+        self.history.sample(readings)
 
     def _lesson_store(self, places: TenantLayout) -> LessonStore:
         if self.lesson_database is not None:

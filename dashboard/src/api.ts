@@ -2,10 +2,12 @@
  * The dashboard's way in to memsvc: the contract's two services over the Connect
  * protocol (JSON), from this page's own origin, with the bearer token when one
  * was given, and the tenant an admin of every tenant picked (`memsvc-tenant` on
- * every call). The token lives in this module's memory only: never in a URL, a
+ * every call), and the server's metrics history (GET /dashboard/history, the same headers).
+ * The token lives in this module's memory only: never in a URL, a
  * cookie or web storage, so it is gone when the tab closes or reloads.
  */
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { errorFromJson } from "@connectrpc/connect/protocol-connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { ErrorMemoryService } from "./gen/memsvc/v1/error_memory_pb.js";
@@ -72,4 +74,32 @@ export function failure(error: unknown): Failure {
   const reason = connect.findDetails(ErrorInfoSchema)[0]?.reason ?? "";
   const code = Code[connect.code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
   return { message: connect.rawMessage, code, reason, unauthenticated: connect.code === Code.Unauthenticated };
+}
+
+/** The server's metrics history of one tenant (all tenants for an admin of every tenant who picked none). */
+export interface History {
+  key: string;
+  step_seconds: number;
+  /** Unix seconds, oldest first. */
+  times: number[];
+  /** Series name -> a value per time; null where the server was not sampling or measured nothing. */
+  series: Record<string, (number | null)[]>;
+  /** False for a tenant past the server's cap of tenants tracked by name. */
+  tracked: boolean;
+}
+
+export async function history(): Promise<History> {
+  const headers = new Headers();
+  if (token) {
+    headers.set("authorization", `Bearer ${token}`);
+  }
+  if (tenant) {
+    headers.set(TENANT_HEADER, tenant);
+  }
+  const reply = await fetch("/dashboard/history", { headers, cache: "no-store" });
+  if (!reply.ok) {
+    // Refusals come as Connect error JSON, as every call's: failure() reads them alike.
+    throw errorFromJson(await reply.json(), undefined, new ConnectError(`HTTP ${reply.status}`, Code.Unknown));
+  }
+  return (await reply.json()) as History;
 }

@@ -1,5 +1,5 @@
 /**
- * memsvc's dashboard: the page at the HTTP listener's `/`. Hash routes (#/sessions,
+ * memsvc's dashboard: the page at the HTTP listener's `/`. Hash routes (#/overview, #/sessions,
  * #/sessions/<id>, #/lessons) keep the back button working and never carry the token;
  * when the server refuses a call for want of a token, the page asks for one and keeps
  * it in memory only (api.ts). A token that may list the server's tenants (an admin's) gets
@@ -9,16 +9,20 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { actFor, actingFor, type Failure, shards, signedIn, signIn, signOut } from "./api.js";
 import { Lessons } from "./lessons.js";
+import { Overview } from "./overview.js";
 import { Session } from "./session.js";
 import { Sessions } from "./sessions.js";
 import { Refused } from "./ui.js";
 
-type Route = { view: "sessions" } | { view: "session"; id: string } | { view: "lessons" };
+type Route = { view: "overview" } | { view: "sessions" } | { view: "session"; id: string } | { view: "lessons" };
 
 function route(hash: string): Route {
   const [, first, second] = hash.replace(/^#/, "").split("/");
   if (first === "lessons") {
     return { view: "lessons" };
+  }
+  if (first === "overview") {
+    return { view: "overview" };
   }
   if (first === "sessions" && second) {
     return { view: "session", id: decodeURIComponent(second) };
@@ -92,14 +96,15 @@ function App() {
   // Bumped at each sign-in, sign-out and tenant pick: the views load again with the new token or tenant.
   const [session, setSession] = useState(0);
 
-  const view = current.view === "lessons" ? <Lessons />
+  const view = current.view === "lessons" ? <Lessons /> : current.view === "overview" ? <Overview />
     : current.view === "session" ? <Session key={current.id} id={current.id} /> : <Sessions />;
   return (
     <Refused.Provider value={setRefusal}>
       <header>
         <a class="brand" href="#/sessions">memsvc</a>
         <nav>
-          <a href="#/sessions" aria-current={current.view !== "lessons" ? "page" : undefined}>Sessions</a>
+          <a href="#/overview" aria-current={current.view === "overview" ? "page" : undefined}>Overview</a>
+          <a href="#/sessions" aria-current={current.view === "sessions" || current.view === "session" ? "page" : undefined}>Sessions</a>
           <a href="#/lessons" aria-current={current.view === "lessons" ? "page" : undefined}>Lessons</a>
         </nav>
         <TenantPicker key={session} onPick={() => setSession(session + 1)} />

@@ -1,9 +1,10 @@
 /**
- * One session: its window of recent messages, the read-only summary tab, search with
+ * One session: its activity at a glance (activity.tsx), its window of recent messages, the read-only summary tab, search with
  * its match modes and context runs, and the actions Compact, Summarize, Reset and
  * Remove, each confirmed first.
  */
 import { useEffect, useState } from "preact/hooks";
+import { Activity } from "./activity.js";
 import { memory } from "./api.js";
 import { bytes, plural, time } from "./format.js";
 import {
@@ -123,6 +124,8 @@ export function Session({ id }: { id: string }) {
       </div>
       <Notice text={notice} />
       <ErrorBanner error={error} />
+      {info ? <Activity id={id} tiers={{ window: recent.length, recent: info.messageCount }}
+        cursor={summary?.cursorUnixNano ?? 0n} /> : null}
       <div class="tabs" role="tablist">
         {(["window", "summary", "search"] as const).map((name) => (
           <button type="button" role="tab" aria-selected={tab === name} onClick={() => setTab(name)}>

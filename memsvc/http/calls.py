@@ -15,6 +15,7 @@ server-streaming (ExportSession) or client-streaming (ImportSession).
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, NoReturn
 
@@ -34,6 +35,7 @@ from memsvc.core.errors import MemsvcError
 from memsvc.http.gate import Gate
 from memsvc.rpc import audit
 from memsvc.rpc.access import AUTHORIZATION, TENANT_METADATA
+from memsvc.rpc.instrument import observe_call
 from memsvc.rpc.status import to_status
 
 CODES: dict[grpc.StatusCode, Code] = {code: Code(code.name.lower().replace("cancelled", "canceled"))
@@ -113,7 +115,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         call_context = CallContext(context)
         try:
             with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
-                outcome, reply = "CANCELLED", None
+                outcome, reply, started = "CANCELLED", None, time.perf_counter()
                 try:
                     reply = await behaviour(request, call_context)
                     outcome = "OK"
@@ -124,6 +126,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
                 finally:
                     audit.record(method.name, caller, tenant, audit.session_of(reply) or audit.session_of(request),
                                  outcome)
+                    observe_call(method.name, tenant, request, reply, time.perf_counter() - started)
         except MemsvcError as refused:  # by the gate
             raise connect_error(to_status(refused)) from None
         except Aborted as aborted:

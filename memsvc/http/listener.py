@@ -22,15 +22,19 @@ from typing import Any
 
 import uvicorn
 
+from memsvc.app import App
 from memsvc.core.config import Settings
 from memsvc.core.errors import InvalidSetting, PermissionDenied
 from memsvc.core.reasons import Reason
 from memsvc.http.contract import Contract
 from memsvc.http.dashboard import Dashboard
 from memsvc.http.gate import Gate
+from memsvc.http.history import PATH as HISTORY_PATH
+from memsvc.http.history import HistoryEndpoint
 from memsvc.http.hosts import AllowedHosts
 from memsvc.net import http11
 from memsvc.rpc.access import Access
+from memsvc.rpc.server import SERVICE_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +67,16 @@ def _tls(settings: Settings) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLCo
 
 
 class Routes:
-    """The contract's paths (`/<service>/...`) to the Connect application, every other path to the dashboard."""
+    """The contract's paths (`/<service>/...`) to the Connect application, the metrics history's to its endpoint,
+    every other path to the dashboard."""
 
-    def __init__(self, services: list[str], contract: Contract, dashboard: Dashboard, hosts: AllowedHosts):
+    def __init__(self, services: list[str], contract: Contract, dashboard: Dashboard, hosts: AllowedHosts,
+                 history: HistoryEndpoint):
         self.prefixes = tuple(f"/{name}/" for name in services)
         self.contract = contract
         self.dashboard = dashboard
         self.hosts = hosts
+        self.history = history
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -79,6 +86,8 @@ class Routes:
             await self.contract.refuse(PermissionDenied(self.hosts.refusal(host), reason=Reason.HOST_NOT_ALLOWED), send)
         elif scope["path"].startswith(self.prefixes):
             await self.contract(scope, receive, send)
+        elif scope["path"] == HISTORY_PATH:
+            await self.history(scope, receive, send)
         else:
             await self.dashboard(scope, receive, send)
 
@@ -99,10 +108,14 @@ class HttpListener:
         """Serve `servicers` (service full name -> the gRPC server's servicer) on at most `max_connections`
         connections at once; returns the bound HOST:PORT."""
         settings = self.settings
-        contract = Contract(servicers, Gate(access, settings.max_concurrent_rpcs), settings.max_request_bytes)
+        gate = Gate(access, settings.max_concurrent_rpcs)
+        contract = Contract(servicers, gate, settings.max_request_bytes)
         hosts = AllowedHosts(settings.http_allowed_hosts, token_required=not access.open)
+        # The memory servicer holds the App: its history is the one the server samples.
+        app: App = servicers[SERVICE_NAMES[0]].app  # type: ignore[attr-defined]
+        history = HistoryEndpoint(app.history, gate, contract)
         config = uvicorn.Config(
-            Routes(list(servicers), contract, self.dashboard, hosts), http="h11", ws="none", lifespan="off",
+            Routes(list(servicers), contract, self.dashboard, hosts, history), http="h11", ws="none", lifespan="off",
             interface="asgi3", log_config=None, access_log=False, proxy_headers=False, server_header=False,
             date_header=False, ssl_context_factory=self.tls,
             timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import hmac
 import inspect
+import time
 from collections.abc import Sequence
 
 import grpc
@@ -26,6 +27,7 @@ from memsvc.core.errors import MemsvcError, PermissionDenied, Unauthenticated
 from memsvc.core.reasons import Reason
 from memsvc.rpc import audit
 from memsvc.rpc.handlers import Behaviour, rewrap
+from memsvc.rpc.instrument import observe_call
 from memsvc.rpc.status import CODES, to_status
 from memsvc.runtime import tracing
 from memsvc.tenancy.tenants import ANY, DEFAULT, OPEN, SINGLE, Caller, Directory, Role
@@ -217,7 +219,7 @@ def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour) -> Behav
         return stream
 
     async def unary(request: object, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
-        token, outcome, reply = acting(caller, tenant), "CANCELLED", None
+        token, outcome, reply, started = acting(caller, tenant), "CANCELLED", None, time.perf_counter()
         try:
             reply = await behaviour(request, context)
             outcome = "OK"
@@ -228,6 +230,7 @@ def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour) -> Behav
         finally:
             done_acting(token)
             audit.record(method, caller, tenant, audit.session_of(reply) or audit.session_of(request), outcome)
+            observe_call(method, tenant, request, reply, time.perf_counter() - started)
     return unary
 
 

@@ -2,11 +2,12 @@
 OpenTelemetry spans (memsvc/runtime/tracing.py).
 
 Owns the mapping of a call to `grpc_server_*` labels (type, service, method,
-status code) and to its span's attributes (method, status code, ErrorInfo
-reason, the session id's hash; the tenant is added where admission learns it).
-Must never change a call's outcome: it observes and re-raises. Calls refused
-by `max_concurrent_rpcs` never reach an interceptor, so they are neither
-counted nor traced here.
+status code), to its span's attributes (method, status code, ErrorInfo
+reason, the session id's hash; the tenant is added where admission learns it),
+and naming the calls the dashboard plots (`observe_call`, for gRPC and HTTP
+alike). Must never change a call's outcome: it observes and re-raises. Calls
+refused by `max_concurrent_rpcs` never reach an interceptor, so they are
+neither counted nor traced here.
 """
 
 from __future__ import annotations
@@ -24,6 +25,20 @@ from memsvc.runtime import metrics, tracing
 
 GRPC_TYPES = {"unary_unary": "unary", "unary_stream": "server_stream", "stream_unary": "client_stream",
               "stream_stream": "bidi_stream"}
+
+
+MATCH_KINDS = {0: "search_semantic", 1: "search_semantic", 2: "search_keyword", 3: "search_hybrid"}
+"SearchRequest.match (unset: semantic) -> the kind plotted."
+
+
+def observe_call(method: str, tenant: str, request: object, reply: object, seconds: float) -> None:
+    """A finished unary call, to metrics.call_finished when it is of a kind the dashboard plots."""
+    if method == "Append":
+        metrics.call_finished("append", tenant, seconds)
+    elif method == "Search":
+        metrics.call_finished(MATCH_KINDS.get(getattr(request, "match", 0), "search_semantic"), tenant, seconds)
+    elif method in ("LookupErrors", "SearchErrors"):
+        metrics.call_finished("lookup_errors", tenant, seconds, len(getattr(reply, "records", ())))
 
 
 class _Observation:

@@ -7,6 +7,10 @@ listener of `metrics_listen`. Any module adds a metric in one line:
     BUILDS = metrics.counter("vector_generations_total", "Vector index generations built.")
     metrics.gauge("archive_queue_depth", "Archive operations not yet committed.", lambda: self.backlog)
 
+Finished calls of the kinds the dashboard plots are observed once, in
+`call_finished`: into the `memsvc_call_seconds{kind}` histogram and to the
+one listener the assembly sets (runtime/history.py's ring, per tenant).
+
 A `gauge`/`total` reads a number the domain already keeps, at scrape time
 only; registering the same name again replaces the reading (a new App
 replaces the old one's). Must never label a metric with a session id, text or
@@ -52,6 +56,30 @@ GRPC_HANDLED = Counter("grpc_server_handled_total", "RPCs completed on the serve
                        RPC_LABELS + ("grpc_code",), registry=REGISTRY)
 GRPC_HANDLING_SECONDS = Histogram("grpc_server_handling_seconds", "Time from the start of an RPC to its status.",
                                   RPC_LABELS, buckets=LATENCY_BUCKETS, registry=REGISTRY)
+
+
+CALL_SECONDS = Histogram(PREFIX + "call_seconds", "Calls of the kinds the dashboard plots (append, search by mode, "
+                         "lookup_errors), over gRPC and HTTP, from admission to reply.", ("kind",),
+                         buckets=LATENCY_BUCKETS, registry=REGISTRY)
+CallListener = Callable[[str, str, float, int], None]
+"(kind, tenant, seconds, error-memory hits) of each finished call."
+_call_listener: list[CallListener] = []
+_call_children: dict[str, Any] = {}
+
+
+def listen_to_calls(listener: CallListener) -> None:
+    """Hand every finished call to `listener` from now on (a new App replaces the old one's)."""
+    _call_listener[:] = [listener]
+
+
+def call_finished(kind: str, tenant: str, seconds: float, hits: int = 0) -> None:
+    """A call of `kind` (a bounded set: the transports name it) for `tenant` ended after `seconds`."""
+    child = _call_children.get(kind)
+    if child is None:  # labels() hashes and locks on each call: each kind's child is looked up once
+        child = _call_children[kind] = CALL_SECONDS.labels(kind)
+    child.observe(seconds)
+    for listener in _call_listener:
+        listener(kind, tenant, seconds, hits)
 
 
 class _Readings(Collector):

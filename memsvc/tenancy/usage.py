@@ -33,7 +33,7 @@ class Usage:
         """Walk the directories again (only while a quota is set: nothing else reads the count)."""
         if not self.limit():
             return
-        total = sum(_size(directory) for directory in self.directories)
+        total = sum(directory_bytes(directory) for directory in self.directories)
         with self._lock:
             self._measured, self._added = total, 0
 
@@ -71,7 +71,8 @@ def _bytes(records: Sequence[Record]) -> int:
                for record in records)
 
 
-def _size(directory: Path) -> int:
+def directory_bytes(directory: Path) -> int:
+    """What the files under `directory` take, in bytes (0 when it is gone)."""
     total = 0
     for root, _, files in os.walk(directory):
         for name in files:
