@@ -170,11 +170,11 @@ Fusion = Callable[[Ranking, Ranking], list[int]]
 
 def families() -> dict[str, dict[str, Fusion]]:
     """Each family's variants by their constants; leave-one-set-out picks one per family."""
-    found: dict[str, dict[str, Fusion]] = {"shares of each list's best (hybrid.fuse)": {}, "reciprocal rank": {},
+    found: dict[str, dict[str, Fusion]] = {"cosine + share of best BM25 (hybrid.fuse)": {}, "reciprocal rank": {},
                                            "standardized scores": {}}
-    for weight in (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5):
+    for weight in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5):
         tuning = hybrid.FusionTuning(keyword_weight=weight)
-        found["shares of each list's best (hybrid.fuse)"][f"keyword_weight={weight}"] = (
+        found["cosine + share of best BM25 (hybrid.fuse)"][f"keyword_weight={weight}"] = (
             lambda kw, se, tuning=tuning: [c.id for c in hybrid.fuse(kw, se, tuning)])
     for k, weight in itertools.product((5, 10, 30, 60), (0.5, 0.75, 1.0, 1.5, 2.0)):
         found["reciprocal rank"][f"k={k} keyword_weight={weight}"] = (

@@ -2,10 +2,10 @@
 optionally reranked, then read as conversation.
 
 Owns the candidate pools (POOL of each, far more than `limit`, so a message
-ranked modestly by both can still win), the fusion (each list's raw scores,
-BM25 and cosine, as shares of its own best for this query, so the list that
-is decisive for this query leads; chosen by leave-one-set-out against
-reciprocal rank and standardized scores, see benchmarks/fusion.py), the
+ranked modestly by both can still win), the fusion (cosine plus a weighted
+share of the best BM25, so the list that is decisive for this query leads;
+chosen by leave-one-set-out against reciprocal rank and standardized scores,
+see benchmarks/fusion.py), the
 evidence each fused candidate came from (its place and raw score in each
 list), handing the best RERANK_CANDIDATES to the reranker, and expanding the
 chosen hits, archived ones with their archived neighbours.
@@ -56,35 +56,32 @@ class FusionTuning(msgspec.Struct, frozen=True):
     """The evidence fusion's constant, chosen by leave-one-set-out over RealMem and both halves of MADial
     (benchmarks/fusion.py, benchmarks/results/fusion.json)."""
 
-    keyword_weight: float = 0.2
-    "What a keyword score relative to its list's best counts against a semantic one relative to its own."
+    keyword_weight: float = 0.15
+    "What a keyword score as a share of its list's best counts against a cosine."
 
 
 FUSION = FusionTuning()
 
 
-def relative(scores: Sequence[float]) -> tuple[list[float], float]:
-    """Each score as a share of its list's best, and the share a candidate missing from the list gets (the
-    list's last, which it is at most). A list whose best is not above 0 carries no evidence."""
-    if not scores or scores[0] <= 0.0:
-        return [0.0] * len(scores), 0.0
-    best = scores[0]
-    return [score / best for score in scores], max(0.0, scores[-1] / best)
-
-
-def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION) -> list[Candidate]:
+def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, semantic_from: int = 0
+         ) -> list[Candidate]:
     """Keyword and semantic candidates in one ranking, best first (ties: the newer message).
 
-    Each list's raw scores count as shares of its own best for this query. A decisive list (its best far
-    above the rest: a rare word matched, a close paraphrase) separates its candidates widely and moves the
-    fused order; a flat one (a common word, a model that does not read the script: cosines all near its
-    best) adds nearly the same to every candidate and leaves the order to the other list. Rank fusion
+    A candidate's evidence is its cosine (below 0: none) plus keyword_weight x its BM25 as a share of the
+    keyword list's best (BM25 has no scale of its own). A candidate missing from a list gets the list's
+    last score, which it is at most; one semantic search cannot see (archived: ids below `semantic_from`)
+    is judged by the keyword list alone, its share counting on the cosine scale too (share x the best
+    cosine). So the list that is decisive for this query leads: a close paraphrase (a cosine far above the
+    rest) outweighs a common word, while cosines that are all alike (a model that does not read the
+    script, or nothing similar at all) leave the order to the keyword list. Rank fusion
     cannot see that: equal-weight reciprocal rank, the former fusion, fell below the stronger list wherever
-    the other was weak (0.92-0.99x it on MADial, benchmarks/results/fusion.json); standardizing each
-    list's scores (z-scores) rescales a flat list to look as decisive as any.
+    the other was weak (0.92x it on MADial, benchmarks/results/fusion.json).
     """
-    keyword_shares, keyword_floor = relative(keyword.scores)
-    semantic_shares, semantic_floor = relative(semantic.scores)
+    keyword_best = keyword.scores[0] if keyword.scores and keyword.scores[0] > 0.0 else 0.0
+    shares = [score / keyword_best if keyword_best else 0.0 for score in keyword.scores]
+    keyword_floor = shares[-1] if shares else 0.0
+    semantic_floor = max(0.0, semantic.scores[-1]) if semantic.scores else 0.0
+    semantic_best = max(0.0, semantic.scores[0]) if semantic.scores else 0.0
     found: dict[int, Candidate] = {}
     for rank, (id_, score) in enumerate(zip(keyword.ids, keyword.scores, strict=True), start=1):
         found[id_] = Candidate(id_, 0.0, keyword_rank=rank, keyword_score=score)
@@ -92,9 +89,13 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION) -> 
         candidate = found.setdefault(id_, Candidate(id_, 0.0))
         candidate.semantic_rank, candidate.semantic_score = rank, score
     for candidate in found.values():
-        from_keyword = keyword_floor if candidate.keyword_rank is None else keyword_shares[candidate.keyword_rank - 1]
-        from_semantic = (semantic_floor if candidate.semantic_rank is None
-                         else semantic_shares[candidate.semantic_rank - 1])
+        from_keyword = keyword_floor if candidate.keyword_rank is None else shares[candidate.keyword_rank - 1]
+        if candidate.semantic_score is not None:
+            from_semantic = max(0.0, candidate.semantic_score)
+        elif candidate.id < semantic_from:
+            from_semantic = from_keyword * semantic_best
+        else:
+            from_semantic = semantic_floor
         candidate.score = tuning.keyword_weight * from_keyword + from_semantic
     return sorted(found.values(), key=lambda candidate: (-candidate.score, -candidate.id))
 
@@ -126,7 +127,7 @@ class HybridSearch:
             unsearched = near.unsearched
             semantic = Ranking(near.ids, near.scores)
             texts.update(_by_id(records, near.ids))
-        head = fuse(keyword, semantic)[:RERANK_CANDIDATES]
+        head = fuse(keyword, semantic, semantic_from=found.cut)[:RERANK_CANDIDATES]
         scores = self._reranked(query.text, [candidate.id for candidate in head], texts) \
             or {candidate.id: candidate.score for candidate in head}
         chosen = sorted(head, key=lambda candidate: -scores[candidate.id])[:limits.limit]

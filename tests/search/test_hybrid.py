@@ -43,3 +43,9 @@ def test_a_list_whose_best_is_not_above_zero_carries_no_evidence():
 def fuse_keyword_alone() -> dict[int, float]:
     """What the keyword list gives 1, 2 and 3 (missing: at most its last) with no semantic evidence."""
     return {c.id: c.score for c in fuse(Ranking([1, 2], [2.0, 1.0]), Ranking([3], [0.0]))}
+
+
+def test_an_archived_match_semantic_cannot_see_is_judged_by_its_keyword_share():
+    keyword, semantic = Ranking([1, 20], [4.0, 1.0]), Ranking([21, 22, 20], [0.6, 0.45, 0.4])
+    assert fuse(keyword, semantic)[0].id == 21  # below the pool: at most the last cosine
+    assert fuse(keyword, semantic, semantic_from=10)[0].id == 1  # archived: unseen, not dissimilar
