@@ -2,7 +2,8 @@
 
 - `fts5`: SQLite FTS5 (stdlib sqlite3), default unicode61 tokenizer, the turns
   indexed as "Speaker: content", queried with an OR of the query's words,
-  ORDER BY bm25().
+  ORDER BY bm25(); for text written without spaces, the trigram tokenizer
+  queried with an OR of the query's character triples.
 - `fts5-porter`: the same with tokenize="porter unicode61" and English stop
   words (memsvc's list, keywords.STOP_WORDS) dropped from the query.
 - `dense-exact`: exact (brute-force) cosine over the same turns embedded by a
@@ -33,20 +34,24 @@ WORD = re.compile(r"\w+")
 
 
 class Fts5:
-    """One persona's turns in an FTS5 table, queried with an OR of words."""
+    """One conversation's turns in an FTS5 table, queried with an OR of words (of character triples with
+    `trigram`)."""
 
-    def __init__(self, porter: bool):
-        self.porter = porter
-        tokenizer = "porter unicode61" if porter else "unicode61"
+    TOKENIZERS = {"unicode61": "unicode61", "porter": "porter unicode61", "trigram": "trigram"}
+
+    def __init__(self, tokenizer: str):
+        self.tokenizer = tokenizer
         self.db = sqlite3.connect(":memory:")
-        self.db.execute(f"CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='{tokenizer}')")
+        self.db.execute(f"CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='{self.TOKENIZERS[tokenizer]}')")
 
     def add(self, position: int, speaker: str, content: str) -> None:
         self.db.execute("INSERT INTO turns(rowid, body) VALUES (?, ?)", (position + 1, f"{speaker}: {content}"))
 
     def match(self, text: str) -> str:
         words = list(dict.fromkeys(word.lower() for word in WORD.findall(text)))
-        if self.porter:
+        if self.tokenizer == "trigram":
+            words = list(dict.fromkeys(word[at:at + 3] for word in words for at in range(len(word) - 2)))
+        if self.tokenizer == "porter":
             words = [word for word in words if word not in keywords.STOP_WORDS] or words
         return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
 

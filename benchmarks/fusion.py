@@ -1,16 +1,18 @@
-"""How hybrid search fuses, chosen by measurement: candidate pools of memsvc's
-keyword search and of exact dense search, gathered once per RealMem query,
-then fused every way considered (weighted reciprocal rank over weights, k and
-pool sizes, with and without neighbour smoothing; min-max normalized score
-fusion over weights), and the embedding models compared on the same queries
-(recall, CPU seconds per message, and hit@k on the CJK set of cjk.py).
+"""How hybrid search fuses, chosen by measurement across sets: candidate pools
+of memsvc's keyword search and of exact dense search, gathered once per query
+of RealMem and both halves of MADial, then fused every way considered, each
+family's constants chosen by leave-one-set-out (chosen on the other sets,
+measured on the held-out one).
 
-    .venv/bin/python benchmarks/fusion.py [--data ../shared/data/realmem] [--models all-MiniLM-L6-v2,...]
+    .venv/bin/python benchmarks/fusion.py [--cache DIR] [--data ../shared/data/realmem] [--madial ../shared/data/madial]
 
 Keyword pools come from memsvc's own KeywordSearch (archive + recent index,
-in process: the ranking the server serves); dense pools from numpy over the
-model's vectors of each turn's content (what the server's exact scan returns
-below 20,000 vectors). Results: benchmarks/results/fusion.json.
+in process: the ranking and BM25 scores the server serves); dense pools from
+numpy over each message's vector (what the server's exact scan returns below
+20,000 vectors), with all-MiniLM-L6-v2 (sentence-transformers) and with the
+builtin hashed features (what text written without spaces keeps). Pairs
+measured: every set with MiniLM, MADial zh with builtin as well. Results:
+benchmarks/results/fusion.json.
 """
 
 from __future__ import annotations
@@ -21,196 +23,258 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import madial
+import msgspec
 import numpy as np
 import realmem
-from baselines import MODELS, Embedded, Fts5, available, dense_exact
+from baselines import Embedded, dense_exact
 from common import save
-from vectors import DATA, QUERIES
 
 from memsvc.app import App
 from memsvc.core import config
-from memsvc.search.hybrid import fuse
+from memsvc.core.units import NO_UPPER_BOUND
+from memsvc.search import hybrid
+from memsvc.search.hybrid import Ranking
 from memsvc.search.query import Bounds, Query
+from memsvc.vectors.embedders.base import unit_length
+from memsvc.vectors.embedders.builtin import BuiltinEmbedder
 from memsvc.window.incoming import NewMessage
 
-POOL = 200
-KS = (5, 8)
+POOL = 50
+"As the server: max(hybrid.POOL, 4 x limit) for limit 8."
+K = 8
+MINILM = "all-MiniLM-L6-v2"
+BUILTIN = "builtin"
+PAIRS = (("realmem", MINILM), ("madial-en", MINILM), ("madial-zh", MINILM), ("madial-zh", BUILTIN))
+"(set, embedder) pairs every fusion is measured on; leave-one-set-out holds out a set with all its pairs."
 
 
-def keyword_pools(persona: realmem.Persona, data_dir: Path) -> dict[int, tuple[list[int], list[float]]]:
-    """memsvc keyword search's top POOL earlier turns (positions, scores) for each query, in process.
+class Case(msgspec.Struct):
+    gold: list[list[int]]
+    "Evidence items, each found when any of its ids is returned."
+    keyword: Ranking
+    dense: dict[str, Ranking]
 
-    As in benchmarks/retrieval.py, the whole conversation is stored and each query bounded by its own time.
-    """
-    app = App(config.load({"data_dir": str(data_dir), "embedder": "builtin"}))
+
+def recall(case: Case, ranked: Sequence[int]) -> float:
+    found = set(ranked[:K])
+    return sum(1 for item in case.gold if found.intersection(item)) / len(case.gold)
+
+
+# -- gathering ---------------------------------------------------------------------------
+
+
+def stored(app: App, session: str, messages: list[tuple[str, str, int]]) -> list[int]:
+    """(role, content, send_at) appended in chunks; their memsvc ids."""
+    ids = []
+    for start in range(0, len(messages), 500):
+        chunk = messages[start:start + 500]
+        appended = app.tenant().appender.append(session, [NewMessage(role=role, content=content, send_at=send_at)
+                                                          for role, content, send_at in chunk])
+        ids += [record.id for record in appended.records]
+    return ids
+
+
+def keyword_ranking(app: App, session: str, text: str, until: int, names: dict[int, int]) -> Ranking:
+    found = app.tenant().searcher.keyword.ranked(Query(session_id=session, text=text, match="keyword"),
+                                                 Bounds(POOL, 0, until))
+    return Ranking([names[hit.record.id] for hit in found.hits], [hit.score for hit in found.hits])
+
+
+def encoders(cache: Path | None) -> dict[str, Callable[[list[str], bool], np.ndarray]]:
+    builtin = BuiltinEmbedder(config.Settings().embedding_dimensions)
+    return {MINILM: Embedded(MINILM, cache), BUILTIN: lambda texts, _: unit_length(builtin.vectors(texts))}
+
+
+def dense_ranking(matrix: np.ndarray, vector: np.ndarray, before: int, names: Sequence[int]) -> Ranking:
+    found = dense_exact(matrix, vector, before, POOL)
+    return Ranking([names[at] for at in found], [float(matrix[at] @ vector) for at in found])
+
+
+def gather_realmem(data: Path, encode: dict, tmp: Path) -> list[Case]:
+    cases = []
+    for persona in realmem.load(data, []):
+        started = time.perf_counter()
+        app = App(config.load({"data_dir": str(tmp / persona.name), "embedder": "builtin"}))
+        try:
+            kept = [p for p, turn in enumerate(persona.turns) if turn.content.strip()]
+            ids = stored(app, persona.name, [(persona.turns[p].role, persona.turns[p].content,
+                                              persona.turns[p].send_at) for p in kept])
+            names = dict(zip(ids, kept, strict=True))
+            app.tenant().archive.flush(timeout=600)
+            keyword = [keyword_ranking(app, persona.name, case.text, persona.turns[case.position].send_at, names)
+                       for case in persona.queries]
+        finally:
+            app.close()
+        dense: dict[str, list[Ranking]] = {}
+        for name, encoder in encode.items():
+            matrix = encoder([turn.content for turn in persona.turns], False)
+            queries = encoder([case.text for case in persona.queries], True)
+            dense[name] = [dense_ranking(matrix, vector, case.position, range(len(persona.turns)))
+                           for case, vector in zip(persona.queries, queries, strict=True)]
+        cases += [Case([sorted(item.positions) for item in case.gold], keyword[n],
+                       {name: rankings[n] for name, rankings in dense.items()})
+                  for n, case in enumerate(persona.queries)]
+        print(f"realmem {persona.name}: {len(persona.queries)} queries, {time.perf_counter() - started:.0f} s",
+              flush=True)
+    return cases
+
+
+def gather_madial(data: Path, language: str, encode: dict, tmp: Path) -> list[Case]:
+    half = madial.load(data, language)
+    app = App(config.load({"data_dir": str(tmp / f"madial-{language}"), "embedder": "builtin"}))
     try:
-        stored = [p for p, turn in enumerate(persona.turns) if turn.content.strip()]
-        position_of: dict[int, int] = {}
-        for start in range(0, len(stored), 500):  # empty turns cannot be appended (nothing to find there)
-            chunk = stored[start:start + 500]
-            appended = app.tenant().appender.append(persona.name, [NewMessage(
-                role=persona.turns[p].role, content=persona.turns[p].content, send_at=persona.turns[p].send_at)
-                for p in chunk])
-            position_of.update({record.id: p for p, record in zip(chunk, appended.records, strict=True)})
+        names: dict[int, int] = {}
+        for user, memories in half.sessions.items():
+            ids = stored(app, user, [("user", memory.content, memory.send_at) for memory in memories])
+            names.update(zip(ids, (memory.id for memory in memories), strict=True))
         app.tenant().archive.flush(timeout=600)
-        pools = {}
-        for case in persona.queries:
-            until = persona.turns[case.position].send_at
-            query = Query(session_id=persona.name, text=case.text, match="keyword")
-            found = app.tenant().searcher.keyword.ranked(query, Bounds(POOL, 0, until))
-            pools[case.position] = ([position_of[hit.record.id] for hit in found.hits],
-                                    [hit.score for hit in found.hits])
+        keyword = [keyword_ranking(app, case.user, case.text, NO_UPPER_BOUND, names) for case in half.cases]
     finally:
         app.close()
-    return pools
+    dense: dict[str, list[Ranking]] = {name: [] for name in encode}
+    for name, encoder in encode.items():
+        matrices = {user: encoder([memory.content for memory in memories], False)
+                    for user, memories in half.sessions.items()}
+        queries = encoder([case.text for case in half.cases], True)
+        for case, vector in zip(half.cases, queries, strict=True):
+            memories = half.sessions[case.user]
+            dense[name].append(dense_ranking(matrices[case.user], vector, len(memories),
+                                             [memory.id for memory in memories]))
+    return [Case([[id_] for id_ in sorted(case.gold)], keyword[n], {name: found[n] for name, found in dense.items()})
+            for n, case in enumerate(half.cases)]
 
 
-def minmax(ids: list[int], scores: list[float], weight: float) -> dict[int, float]:
-    if not ids:
-        return {}
-    low, high = min(scores), max(scores)
-    span = (high - low) or 1.0
-    return {id_: weight * (score - low) / span for id_, score in zip(ids, scores, strict=True)}
+def gather(args: argparse.Namespace) -> dict[str, list[Case]]:
+    path = args.cache / "fusion-pools.json" if args.cache else None
+    if path is not None and path.exists():
+        return msgspec.json.decode(path.read_bytes(), type=dict[str, list[Case]])
+    encode = encoders(args.cache)
+    with tempfile.TemporaryDirectory(prefix="memsvc-fusion-") as tmp:
+        sets = {f"madial-{language}": gather_madial(args.madial, language, encode, Path(tmp))
+                for language in madial.LANGUAGES}
+        sets["realmem"] = gather_realmem(args.data, encode, Path(tmp))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(msgspec.json.encode(sets))
+    return sets
 
 
-def neighbours(fused: dict[int, float], share: float) -> dict[int, float]:
-    """Each candidate also gets `share` of its better neighbour's score (the turn before or after)."""
-    return {id_: score + share * max(fused.get(id_ - 1, 0.0), fused.get(id_ + 1, 0.0)) for id_, score in fused.items()}
+# -- fusing ------------------------------------------------------------------------------
+
+Fusion = Callable[[Ranking, Ranking], list[int]]
 
 
-def fusions(keyword: dict[int, tuple[list[int], list[float]]], dense: dict[int, tuple[list[int], list[float]]],
-            cases: list[realmem.QueryCase]) -> dict[str, dict[int, list[int]]]:
-    runs: dict[str, dict[int, list[int]]] = {}
-    for pool, k, weight in itertools.product((50, 100, 200), (10, 30, 60, 100), (0.5, 0.75, 1.0, 1.5, 2.0)):
-        name = f"rrf pool={pool} k={k} keyword_weight={weight}"
-        runs[name] = {}
-        for case in cases:
-            fused = fuse([(keyword[case.position][0][:pool], weight), (dense[case.position][0][:pool], 1.0)], k)
-            runs[name][case.position] = sorted(fused, key=lambda id_: (-fused[id_], -id_))
-    for pool, k, weight, spread in itertools.product((50, 100), (10, 30, 60), (1.0, 1.5), (0.25, 0.5, 0.75)):
-        name = f"rrf+neighbours pool={pool} k={k} keyword_weight={weight} neighbour_share={spread}"
-        runs[name] = {}
-        for case in cases:
-            fused = fuse([(keyword[case.position][0][:pool], weight), (dense[case.position][0][:pool], 1.0)], k)
-            near = neighbours(fused, spread)
-            runs[name][case.position] = sorted(near, key=lambda id_: (-near[id_], -id_))
-    for pool, weight in itertools.product((50, 100, 200), (0.2, 0.3, 0.4, 0.5, 0.7)):
-        name = f"minmax pool={pool} keyword_weight={weight}"
-        runs[name] = {}
-        for case in cases:
-            kid, ksc = keyword[case.position]
-            did, dsc = dense[case.position]
-            fused = minmax(kid[:pool], ksc[:pool], weight)
-            for id_, score in minmax(did[:pool], dsc[:pool], 1 - weight).items():
-                fused[id_] = fused.get(id_, 0.0) + score
-            runs[name][case.position] = sorted(fused, key=lambda id_: (-fused[id_], -id_))
-    return runs
+def families() -> dict[str, dict[str, Fusion]]:
+    """Each family's variants by their constants; leave-one-set-out picks one per family."""
+    found: dict[str, dict[str, Fusion]] = {"cosine + share of best BM25 (hybrid.fuse)": {}, "reciprocal rank": {},
+                                           "standardized scores": {}}
+    for weight in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5):
+        tuning = hybrid.FusionTuning(keyword_weight=weight)
+        found["cosine + share of best BM25 (hybrid.fuse)"][f"keyword_weight={weight}"] = (
+            lambda kw, se, tuning=tuning: [c.id for c in hybrid.fuse(kw, se, tuning)])
+    for k, weight in itertools.product((5, 10, 30, 60), (0.5, 0.75, 1.0, 1.5, 2.0)):
+        found["reciprocal rank"][f"k={k} keyword_weight={weight}"] = (
+            lambda kw, se, k=k, w=weight: _order(reciprocal_rank([(kw.ids, w), (se.ids, 1.0)], k)))
+    for weight in (0.5, 0.75, 1.0, 1.5):
+        found["standardized scores"][f"keyword_weight={weight}"] = (
+            lambda kw, se, w=weight: _order(standardized([(kw, w), (se, 1.0)])))
+    return found
 
 
-def cjk_hits(embedded: Embedded) -> dict[str, float]:
-    """hit@5 and @8 of exact cosine on the CJK set of benchmarks/cjk.py (chatterbot-corpus, BSD-3-Clause)."""
-    dialogues = [d for d in json.loads(DATA.read_text())["dialogues"] if d["key"].startswith(("chinese/", "japanese/"))]
-    lines = [(d["key"], text) for d in dialogues for text in d["lines"]]
-    queries = [(text, set(keys)) for kind, text, keys in QUERIES if kind in ("chinese", "japanese")]
-    matrix = embedded([text for _, text in lines], False)
-    found = {5: [], 8: []}
-    for (_, wanted), vector in zip(queries, embedded([text for text, _ in queries], True), strict=True):
-        order = np.argsort(-(matrix @ vector))
-        for k, hits in found.items():
-            hits.append(bool({lines[at][0] for at in order[:k]} & wanted))
-    return {f"hit@{k}": round(statistics.mean(hits), 3) for k, hits in found.items()}
+def standardized(rankings: Sequence[tuple[Ranking, float]]) -> dict[int, float]:
+    """Weighted sum of each list's z-scores (within its pool; a candidate missing from a list gets the list's
+    last): scale-free, but it makes a flat list look as decisive as any."""
+    fused: dict[int, float] = {}
+    parts = []
+    for ranking, weight in rankings:
+        values = np.asarray(ranking.scores, dtype=np.float64)
+        mean, spread = (values.mean(), values.std() or 1.0) if len(values) else (0.0, 1.0)
+        z = dict(zip(ranking.ids, ((values - mean) / spread).tolist(), strict=True))
+        parts.append((z, float((values[-1] - mean) / spread) if len(values) else 0.0, weight))
+    for id_ in {id_ for z, _, _ in parts for id_ in z}:
+        fused[id_] = sum(weight * z.get(id_, floor) for z, floor, weight in parts)
+    return fused
+
+
+def reciprocal_rank(rankings: Sequence[tuple[Sequence[int], float]], k: int) -> dict[int, float]:
+    """Weighted reciprocal rank fusion of (ids best first, weight) lists, the fusion hybrid search had
+    before (equal weights, k = 10): id -> fused score."""
+    fused: dict[int, float] = {}
+    for ids, weight in rankings:
+        for rank, id_ in enumerate(ids, start=1):
+            fused[id_] = fused.get(id_, 0.0) + weight / (k + rank)
+    return fused
+
+
+def _order(fused: dict[int, float]) -> list[int]:
+    return sorted(fused, key=lambda id_: (-fused[id_], -id_))
+
+
+def measure(sets: dict[str, list[Case]], fusion: Fusion) -> dict[str, float]:
+    return {f"{name}/{embedder}": statistics.mean(recall(c, fusion(c.keyword, c.dense[embedder]))
+                                                  for c in sets[name] if embedder in c.dense)
+            for name, embedder in PAIRS}
+
+
+def lists(sets: dict[str, list[Case]]) -> dict[str, dict[str, float]]:
+    """Each pair's keyword and semantic recall, over the queries it has (MiniLM may cover fewer personas)."""
+    report = {}
+    for name, embedder in PAIRS:
+        cases = [c for c in sets[name] if embedder in c.dense]
+        report[f"{name}/{embedder}"] = {
+            "keyword": round(statistics.mean(recall(c, c.keyword.ids) for c in cases), 4),
+            "semantic": round(statistics.mean(recall(c, c.dense[embedder].ids) for c in cases), 4),
+            "queries": len(cases)}
+    return report
+
+
+def gain(row: dict[str, float], parts: dict[str, dict[str, float]], pairs: Sequence[str]) -> float:
+    """The worst ratio of fused recall to the better part's, over `pairs`: what has to reach 1.05."""
+    return min(row[pair] / max(parts[pair]["keyword"], parts[pair]["semantic"]) for pair in pairs)
+
+
+def leave_one_set_out(sets: dict[str, list[Case]], measured: dict[str, dict[str, float]],
+                      parts: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """For each held-out set: the variant with the best worst-case gain on the other sets, and its figures there."""
+    report = {}
+    for held in sets:
+        inside = [f"{n}/{e}" for n, e in PAIRS if n != held]
+        outside = [f"{n}/{e}" for n, e in PAIRS if n == held]
+        chosen = max(measured, key=lambda name: gain(measured[name], parts, inside))
+        report[held] = {"chosen": chosen,
+                        "chosen_worst_gain_elsewhere": round(gain(measured[chosen], parts, inside), 3),
+                        **{pair: {"hybrid": round(measured[chosen][pair], 4),
+                                  "x_better_part": round(gain(measured[chosen], parts, [pair]), 3)}
+                           for pair in outside}}
+    return report
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=realmem.DEFAULT_DATA)
-    parser.add_argument("--personas", default="", help="comma-separated names (default: all)")
-    parser.add_argument("--models", default="all-MiniLM-L6-v2", help=f"comma-separated, of {', '.join(MODELS)}")
-    parser.add_argument("--cache", type=Path, default=None, help="keep embeddings here between runs (not in the repo)")
+    parser.add_argument("--madial", type=Path, default=madial.DEFAULT_DATA)
+    parser.add_argument("--cache", type=Path, default=None, help="keep embeddings and pools here (not in the repo)")
     args = parser.parse_args()
-    personas = realmem.load(args.data, [n for n in args.personas.split(",") if n])
-    cases = [case for persona in personas for case in persona.queries]
-    models = [name for name in args.models.split(",") if available(name)]
-    runs: dict[str, dict[int, list[int]]] = {}
-    keyword: dict[tuple[str, int], tuple[list[int], list[float]]] = {}
-    dense: dict[str, dict[tuple[str, int], tuple[list[int], list[float]]]] = {name: {} for name in models}
-    cost = {}
-    embedded = {name: Embedded(name, args.cache) for name in models}
-    for persona in personas:
-        started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="memsvc-fusion-") as tmp:
-            for position, pool in keyword_pools(persona, Path(tmp)).items():
-                keyword[(persona.name, position)] = pool
-        baselines = {"fts5": Fts5(porter=False), "fts5-porter": Fts5(porter=True)}
-        for position, turn in enumerate(persona.turns):
-            for engine in baselines.values():
-                engine.add(position, "User" if turn.role == "user" else "Assistant", turn.content)
-        for case in persona.queries:
-            for name, engine in baselines.items():
-                runs.setdefault(name, {})[(persona.name, case.position)] = engine.search(case.text, POOL,
-                                                                                        before=case.position)
-        for name in models:
-            matrix = embedded[name]([turn.content for turn in persona.turns], False)
-            queries = embedded[name]([case.text for case in persona.queries], True)
-            for case, vector in zip(persona.queries, queries, strict=True):
-                ids = dense_exact(matrix, vector, case.position, POOL)
-                dense[name][(persona.name, case.position)] = (ids, [float(matrix[i] @ vector) for i in ids])
-        print(f"{persona.name}: {len(persona.queries)} queries, {time.perf_counter() - started:.0f} s", flush=True)
-    report: dict[str, object] = {}
-    # Runs are keyed by (persona, position) while gathering; by case index from here on.
-    index = {(c.persona, c.position): i for i, c in enumerate(cases)}
-    rekeyed = [realmem.QueryCase(c.persona, i, c.text, c.gold) for i, c in enumerate(cases)]
-
-    def by_case(run: dict[tuple[str, int], list[int]]) -> dict[int, list[int]]:
-        return {index[key]: ids for key, ids in run.items()}
-
-    positions = {i: c.position for i, c in enumerate(cases)}
-    table = {name: by_case(run) for name, run in runs.items()}
-    table["memsvc keyword"] = by_case({key: pool[0] for key, pool in keyword.items()})
-    for name in models:
-        table[f"dense {name}"] = by_case({key: pool[0] for key, pool in dense[name].items()})
-    report["lists"] = _measure_by_case(table, cases, positions)
-    best_model = max(models, key=lambda name: report["lists"][f"dense {name}"]["recall@8"])  # type: ignore[index]
-    k_pools = by_case_pools(keyword, index)
-    report["fusions"] = {}
-    for name in models:
-        fused = fusions(k_pools, by_case_pools(dense[name], index), rekeyed)
-        measured = _measure_by_case(fused, cases, positions)
-        report["fusions"][name] = dict(sorted(measured.items(), key=lambda item: -item[1]["recall@8"]))  # type: ignore[index]
-    report["cjk"] = {name: cjk_hits(Embedded(name, args.cache)) for name in models}
-    for name in models:
-        cost[name] = {"texts": embedded[name].texts, "seconds": round(embedded[name].seconds, 1),
-                      "ms_per_message": round(1e3 * embedded[name].seconds / max(1, embedded[name].texts), 2),
-                      "package": MODELS[name][0]}
-    report["models"] = cost
-    report["best_dense_model"] = best_model
-    for name, row in report["lists"].items():  # type: ignore[union-attr]
-        print(f"{name:40s} {row}")
-    for name in models:
-        for label, row in list(report["fusions"][name].items())[:5]:  # type: ignore[index]
-            print(f"{name} {label:45s} {row}")
-    print(cost)
+    sets = gather(args)
+    parts = lists(sets)
+    report: dict[str, object] = {"pool": POOL, "k": K, "lists": parts, "families": {}}
+    for family, variants in families().items():
+        measured = {name: measure(sets, fusion) for name, fusion in variants.items()}
+        best = sorted(measured, key=lambda name: -gain(measured[name], parts, list(parts)))
+        report["families"][family] = {  # type: ignore[index]
+            "leave_one_set_out": leave_one_set_out(sets, measured, parts),
+            "best_everywhere": {name: {pair: round(value, 4) for pair, value in measured[name].items()}
+                                | {"worst_gain": round(gain(measured[name], parts, list(parts)), 3)}
+                                for name in best[:5]}}
+    shipped = measure(sets, lambda kw, se: [c.id for c in hybrid.fuse(kw, se)])
+    report["shipped"] = {"tuning": str(hybrid.FUSION), **{p: round(v, 4) for p, v in shipped.items()},
+                         "worst_gain": round(gain(shipped, parts, list(parts)), 3)}
+    print(json.dumps(report, indent=1))
     save("fusion", report)
-
-
-def by_case_pools(pools: dict[tuple[str, int], tuple[list[int], list[float]]],
-                  index: dict[tuple[str, int], int]) -> dict[int, tuple[list[int], list[float]]]:
-    return {index[key]: pool for key, pool in pools.items()}
-
-
-def _measure_by_case(runs: dict[str, dict[int, list[int]]], cases: list[realmem.QueryCase],
-                     positions: dict[int, int]) -> dict[str, dict[str, float]]:
-    report = {}
-    for name, ranked in runs.items():
-        row = {}
-        for k in KS:
-            row[f"recall@{k}"] = statistics.mean(realmem.recall(c, ranked[i][:k]) for i, c in enumerate(cases))
-            row[f"recall@{k}+expansion"] = statistics.mean(
-                realmem.recall(c, realmem.expanded(ranked[i][:k], positions[i])) for i, c in enumerate(cases))
-        report[name] = {key: round(value, 4) for key, value in row.items()}
-    return report
 
 
 if __name__ == "__main__":

@@ -1,36 +1,43 @@
-"""Retrieval on real long conversations (RealMem): every match mode of a real
-memsvc server, side by side in one run with three baselines computed here.
+"""Retrieval on real conversations: every match mode of a real memsvc server,
+side by side in one run with three baselines computed here, on RealMem and on
+both halves of MADial (English, Chinese).
 
     make bench-retrieval                  (ARGS="--personas Kenta_Tanaka" for a quick run)
-    .venv/bin/python benchmarks/retrieval.py [--data ../shared/data/realmem] [--model NAME] [--cache DIR]
+    .venv/bin/python benchmarks/retrieval.py [--data ../shared/data/realmem] [--madial ../shared/data/madial]
+        [--model NAME] [--cache DIR] [--with-reranker]
 
-Each persona is one memsvc session holding all its turns (benchmarks/realmem.py);
-each query is asked with until_unix_nano = its own time, so only earlier turns
-can be returned (the baselines filter the same way). Modes, through gRPC on
-three servers over the same conversations: keyword; semantic with the builtin
-embedder (server 1); semantic with the local model, hybrid (server 2);
-hybrid + reranker (server 3: server 2's data, plus `reranker = http` to a
-loopback /v1/rerank server scoring with --reranker-model: no cross-encoder
-ships its weights in a package, so this is a stand-in that measures the
+RealMem (benchmarks/realmem.py): each persona is one session holding all its
+turns; each query is asked with until_unix_nano = its own time, so only
+earlier turns can be returned. MADial (benchmarks/madial.py): each user's
+memories are one session; a query is the dialogue before a test turn. Every
+query is asked with include_window, so the window skips nothing.
+
+Modes, through gRPC on two servers over the same messages: the builtin
+embedder (today's default; what text written without spaces keeps) and the
+local model (`embedder = sentence-transformers`): keyword, semantic and
+hybrid on each, and a Search naming no match on the model's server (the
+default: hybrid). With --with-reranker, a third server (the model's data,
+plus `reranker = http` to a loopback /v1/rerank server scoring with the same
+model: no cross-encoder ships its weights in a package, so this measures the
 reranker path's cost, not a reranker's gain). Every query runs once per mode,
 the modes in alternating order, beside a health Check (the floor).
 
-Baselines (benchmarks/baselines.py), over the turns as "Speaker: content"
-as RealMem's README has them: FTS5 bm25() over an OR of the query's words
-(default tokenizer); the same with porter and English stop words dropped;
-exact cosine with the same local model (numpy). Beside them, exact cosine
-over the content alone (what memsvc embeds), which semantic search must
-match: the index loses nothing.
+Baselines (benchmarks/baselines.py), over the same message texts: FTS5
+bm25() over an OR of the query's words (default tokenizer; trigram for
+Chinese, over the query's character triples); the same with porter and
+English stop words dropped; exact cosine with the same local model (numpy),
+which semantic search must match: the index loses nothing.
 
-Reported per mode: evidence recall@5 and @8, each without and with the
-2-before/1-after expansion (the hits' neighbours among earlier turns), and
-p50/p99 latency. The CJK set (benchmarks/cjk.py) runs on server 2.
-Results: benchmarks/results/retrieval.json.
+Reported per set and mode: recall@5 and @8 of the matches (context excluded);
+RealMem also with the 2-before/1-after expansion; p50/p99 latency on RealMem.
+The CJK set (benchmarks/cjk.py) runs too. Results: benchmarks/results/retrieval.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import contextlib
 import os
 import shutil
 import statistics
@@ -41,6 +48,8 @@ from pathlib import Path
 
 import cjk
 import grpc
+import madial
+import msgspec
 import numpy as np
 import realmem
 from baselines import MODELS, Embedded, Fts5, dense_exact
@@ -54,195 +63,259 @@ LIMIT = 8
 KS = (5, 8)
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 CHUNK = 500
+DENSE = "dense-exact"
+NO_MODE = "hybrid, no match named"
 
 
-def ingest(client: Client, persona: realmem.Persona) -> dict[int, int]:
-    """All the persona's turns into its session; memsvc id -> position. Empty turns cannot be stored."""
-    positions = [p for p, turn in enumerate(persona.turns) if turn.content.strip()]
+class Said(msgspec.Struct, frozen=True):
+    role: str
+    content: str
+    send_at: int
+    name: int
+    "What the set's gold calls it: a RealMem turn's position, a MADial memory's id."
+
+
+class Asked(msgspec.Struct, frozen=True):
+    session: str
+    text: str
+    until: int
+    "0: no bound."
+    gold: list[list[int]]
+    "Evidence items, each found when any of its names is returned."
+    position: int = -1
+    "RealMem: the query's position, for the expansion among earlier turns."
+
+
+class Yardstick(msgspec.Struct):
+    name: str
+    sessions: dict[str, list[Said]]
+    "Session id -> messages in time order."
+    cases: list[Asked]
+    trigram: bool = False
+    "Text without spaces: the FTS5 baseline uses the trigram tokenizer."
+
+
+def yardsticks(args: argparse.Namespace) -> list[Yardstick]:
+    personas = realmem.load(args.data, [n for n in args.personas.split(",") if n])
+    sets = [Yardstick("realmem", {p.name: [Said(t.role, t.content, t.send_at, at) for at, t in enumerate(p.turns)
+                                           if t.content.strip()] for p in personas},
+                      [Asked(p.name, c.text, p.turns[c.position].send_at, [sorted(g.positions) for g in c.gold],
+                             c.position) for p in personas for c in p.queries])]
+    for language in madial.LANGUAGES:
+        half = madial.load(args.madial, language)
+        sets.append(Yardstick(f"madial-{language}", {
+            f"madial-{language}-{user}": [Said("user", m.content, m.send_at, m.id) for m in memories]
+            for user, memories in half.sessions.items()},
+            [Asked(f"madial-{language}-{c.user}", c.text, 0, [[id_] for id_ in sorted(c.gold)]) for c in half.cases],
+            trigram=language == "zh"))
+    return sets
+
+
+def ingest(client: Client, session: str, messages: list[Said]) -> dict[int, int]:
+    """The messages into their session; memsvc id -> name."""
     found = {}
-    for start in range(0, len(positions), CHUNK):
-        chunk = positions[start:start + CHUNK]
-        reply = client.append(persona.name, [
-            {"role": persona.turns[p].role, "content": persona.turns[p].content,
-             "send_at_unix_nano": persona.turns[p].send_at} for p in chunk])
-        found.update({message.id: p for p, message in zip(chunk, reply.messages, strict=True)})
+    for start in range(0, len(messages), CHUNK):
+        chunk = messages[start:start + CHUNK]
+        reply = client.append(session, [{"role": m.role, "content": m.content, "send_at_unix_nano": m.send_at}
+                                        for m in chunk])
+        found.update({message.id: m.name for m, message in zip(chunk, reply.messages, strict=True)})
     return found
 
 
-def settle(client: Client, persona: realmem.Persona) -> None:
-    """Wait until every turn is embedded, so no timed search embeds a backlog."""
-    while client.search(persona.name, "settle", include_window=True, limit=1, timeout=600).unsearched:
+def settle(client: Client, session: str) -> None:
+    """Wait until every message is embedded, so no timed search embeds a backlog."""
+    while client.search(session, "settle", match="semantic", include_window=True, limit=1, timeout=600).unsearched:
         time.sleep(1.0)
 
 
 class Ranked:
-    """What one mode returned for one query: positions best first, and everything returned."""
+    """What one mode returned for one query: names best first, and everything returned."""
 
     def __init__(self, best: list[int], returned: set[int]):
         self.best, self.returned = best, returned
 
 
-def ask(client: Client, persona: realmem.Persona, ids: dict[int, int], case: realmem.QueryCase,
-        match: str) -> Ranked:
-    hits = client.search(persona.name, case.text, match=match, limit=LIMIT, include_window=True,
-                         until_unix_nano=persona.turns[case.position].send_at, timeout=60).hits
+def ask(client: Client, ids: dict[int, int], case: Asked, match: str | None) -> Ranked:
+    hits = client.search(case.session, case.text, match=match, limit=LIMIT, include_window=True,
+                         until_unix_nano=case.until, timeout=60).hits
     matched = sorted((h for h in hits if not h.is_context), key=lambda h: -h.score)
     return Ranked([ids[h.message.id] for h in matched], {ids[h.message.id] for h in hits})
 
 
-def scores(runs: dict[str, dict[int, Ranked]], cases: list[realmem.QueryCase]) -> dict[str, dict[str, float]]:
+def recall(case: Asked, returned: list[int] | set[int]) -> float:
+    found = set(returned)
+    return sum(1 for item in case.gold if found.intersection(item)) / len(case.gold)
+
+
+def scores(runs: dict[str, list[Ranked]], cases: list[Asked]) -> dict[str, dict[str, float]]:
     table = {}
     for name, answers in runs.items():
         row = {}
         for k in KS:
-            row[f"recall@{k}"] = statistics.mean(realmem.recall(c, answers[i].best[:k]) for i, c in enumerate(cases))
-            row[f"recall@{k}+expansion"] = statistics.mean(
-                realmem.recall(c, realmem.expanded(answers[i].best[:k], c.position)) for i, c in enumerate(cases))
-        row["recall@8 as returned"] = statistics.mean(realmem.recall(c, answers[i].returned)
-                                                      for i, c in enumerate(cases))
+            row[f"recall@{k}"] = statistics.mean(recall(c, a.best[:k]) for c, a in zip(cases, answers, strict=True))
+            if cases[0].position >= 0:
+                row[f"recall@{k}+expansion"] = statistics.mean(
+                    recall(c, realmem.expanded(a.best[:k], c.position)) for c, a in zip(cases, answers, strict=True))
         table[name] = {key: round(value, 4) for key, value in row.items()}
     return table
 
 
-DENSE = "dense-exact"
-"The third baseline: exact cosine over the turns as the FTS5 baselines index them, 'Speaker: content'."
-DENSE_SAME_TEXT = "dense-exact, memsvc's texts"
-"Exact cosine over the content alone, what memsvc embeds: semantic search must lose nothing against it."
-
-
-def baselines(personas: list[realmem.Persona], embedded: Embedded) -> dict[str, list[Ranked]]:
-    runs: dict[str, list[Ranked]] = {name: [] for name in ("fts5", "fts5-porter", DENSE, DENSE_SAME_TEXT)}
-    for persona in personas:
-        engines = {"fts5": Fts5(porter=False), "fts5-porter": Fts5(porter=True)}
-        speaker = {"user": "User", "assistant": "Assistant"}
-        for position, turn in enumerate(persona.turns):
+def baselines(yardstick: Yardstick, embedded: Embedded) -> dict[str, list[Ranked]]:
+    """FTS5, stemmed FTS5 and exact cosine, each query seeing only the messages sent before its bound."""
+    runs: dict[str, list[Ranked]] = {name: [] for name in ("fts5", "fts5-porter", DENSE)}
+    by_session: dict[str, list[Asked]] = {}
+    for case in yardstick.cases:
+        by_session.setdefault(case.session, []).append(case)
+    answers: dict[int, dict[str, list[int]]] = {}
+    for session, cases in by_session.items():
+        messages = yardstick.sessions[session]
+        engines = {"fts5": Fts5("trigram" if yardstick.trigram else "unicode61"), "fts5-porter": Fts5("porter")}
+        for at, message in enumerate(messages):
             for engine in engines.values():
-                engine.add(position, speaker[turn.role], turn.content)
-        matrices = {DENSE: embedded([f"{speaker[turn.role]}: {turn.content}" for turn in persona.turns], False),
-                    DENSE_SAME_TEXT: embedded([turn.content for turn in persona.turns], False)}
-        queries = embedded([case.text for case in persona.queries], True)
-        for case, vector in zip(persona.queries, queries, strict=True):
-            for name, engine in engines.items():
-                best = engine.search(case.text, LIMIT, before=case.position)
-                runs[name].append(Ranked(best, realmem.expanded(best, case.position)))
-            for name, matrix in matrices.items():
-                best = dense_exact(matrix, vector, case.position, LIMIT)
-                runs[name].append(Ranked(best, realmem.expanded(best, case.position)))
+                engine.add(at, message.role.capitalize(), message.content)
+        matrix = embedded([message.content for message in messages], False)
+        vectors = embedded([case.text for case in cases], True)
+        send_at = [message.send_at for message in messages]
+        for case, vector in zip(cases, vectors, strict=True):
+            before = bisect.bisect_left(send_at, case.until) if case.until else len(messages)
+            found = {name: engine.search(case.text, LIMIT, before=before) for name, engine in engines.items()}
+            found[DENSE] = dense_exact(matrix, vector, before, LIMIT)
+            answers[id(case)] = {name: [messages[at].name for at in ats] for name, ats in found.items()}
+    for case in yardstick.cases:
+        for name, best in answers[id(case)].items():
+            runs[name].append(Ranked(best, set(best)))
     return runs
+
+
+def modes(builtin: Client, model: Client, reranked: Client | None) -> dict[str, tuple[Client, str | None]]:
+    found: dict[str, tuple[Client, str | None]] = {
+        "keyword": (model, "keyword"), "semantic builtin": (builtin, "semantic"),
+        "hybrid builtin": (builtin, "hybrid"), "semantic": (model, "semantic"), "hybrid": (model, "hybrid"),
+        NO_MODE: (model, None)}
+    if reranked is not None:
+        found["hybrid+reranker"] = (reranked, "hybrid")
+    return found
+
+
+def serve(servers: list[ServerProcess], yardstick: Yardstick, ids: dict[str, dict[int, int]]
+          ) -> tuple[dict[str, list[Ranked]], dict[str, dict]]:
+    """Every query once per mode, modes alternating, beside a health check on the model's server."""
+    runs: dict[str, list[Ranked]] = {}
+    samples: dict[str, list[float]] = {}
+    with contextlib.ExitStack() as stack:
+        clients = [stack.enter_context(server.client()) for server in servers]
+        health = health_pb2_grpc.HealthStub(stack.enter_context(grpc.insecure_channel(servers[1].tcp)))
+        asked = modes(clients[0], clients[1], clients[2] if len(clients) > 2 else None)
+        calls: dict[str, Callable[[Asked], Ranked | None]] = {
+            name: lambda case, client=client, match=match: ask(client, ids[case.session], case, match)
+            for name, (client, match) in asked.items()}
+        calls["health_check"] = lambda case: health.Check(health_pb2.HealthCheckRequest()) and None
+        for index, case in enumerate(yardstick.cases):
+            for name in (list(calls) if index % 2 == 0 else list(calls)[::-1]):
+                started = time.perf_counter()
+                answer = calls[name](case)
+                samples.setdefault(name, []).append(time.perf_counter() - started)
+                if answer is not None:
+                    runs.setdefault(name, []).append(answer)
+    return runs, {name: percentiles(values) for name, values in samples.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=realmem.DEFAULT_DATA)
-    parser.add_argument("--personas", default="", help="comma-separated names (default: all ten)")
+    parser.add_argument("--madial", type=Path, default=madial.DEFAULT_DATA)
+    parser.add_argument("--personas", default="", help="comma-separated RealMem names (default: all ten)")
     parser.add_argument("--model", default=DEFAULT_MODEL, choices=list(MODELS),
                         help="the local model (of the local-model extra) for semantic, hybrid and the dense baseline")
-    parser.add_argument("--reranker-model", default=DEFAULT_MODEL, choices=list(MODELS),
-                        help="what the loopback rerank server scores with (no cross-encoder ships in a package)")
     parser.add_argument("--cache", type=Path, default=None, help="reuse embeddings between runs (not in the repo)")
+    parser.add_argument("--with-reranker", action="store_true", help="also hybrid + a loopback reranker (slower)")
     args = parser.parse_args()
-    personas = realmem.load(args.data, [n for n in args.personas.split(",") if n])
-    cases = [case for persona in personas for case in persona.queries]
+    sets = yardsticks(args)
     load_start = os.getloadavg()
-    embedded = Embedded(args.model, args.cache)
     started = time.perf_counter()
-    base = baselines(personas, embedded)
-    print(f"baselines: {len(cases)} queries, {time.perf_counter() - started:.0f} s", flush=True)
+    embedded = Embedded(args.model, args.cache)
     model_flags = ["--embedder", "sentence-transformers", *local_model_flags(args.model)]
-    reranker_model = Embedded(args.reranker_model, None)
     known: dict[str, np.ndarray] = {}
 
     def rerank(query: str, documents: list[str]) -> list[float]:
-        """A stand-in rerank model: cosine by --reranker-model, each document embedded once."""
+        """A stand-in rerank model: cosine by the same model, each document embedded once."""
         new = [text for text in dict.fromkeys(documents) if text not in known]
         if new:
-            known.update(zip(new, reranker_model(new, False), strict=True))
-        question = reranker_model([query], True)[0]
+            known.update(zip(new, embedded(new, False), strict=True))
+        question = embedded([query], True)[0]
         return [float(known[text] @ question) for text in documents]
 
+    report: dict = {"model": args.model, "model_package": MODELS[args.model][0], "sets": {}}
     with tempfile.TemporaryDirectory(prefix="memsvc-bench-retrieval-") as tmp, RerankServer(rerank) as reranker:
         root = Path(tmp)
-        builtin = ServerProcess(root / "builtin").start()
-        local = ServerProcess(root / "local", *model_flags).start(timeout=120)
+        servers = [ServerProcess(root / "builtin").start(), ServerProcess(root / "model", *model_flags).start(120)]
         ids: dict[str, dict[int, int]] = {}
-        with builtin.client() as one, local.client() as two:
-            for persona in personas:
-                ids[persona.name] = ingest(one, persona)
-                ingest(two, persona)
-                settle(one, persona)
-                settle(two, persona)
-                print(f"{persona.name}: {len(persona.turns)} turns stored and embedded", flush=True)
-        local.terminate()
-        shutil.copytree(root / "local", root / "reranked")
-        local.start(timeout=120)
-        reranked = ServerProcess(root / "reranked", *model_flags, "--reranker", "http", "--reranker-base-url",
-                                 reranker.base_url, "--reranker-timeout-seconds", "10").start(timeout=120)
+        with servers[0].client() as one, servers[1].client() as two:
+            for yardstick in sets:
+                for session, messages in yardstick.sessions.items():
+                    ids[session] = ingest(one, session, messages)
+                    ingest(two, session, messages)
+            # The servers embed in the background meanwhile: the baselines' embedding runs beside them.
+            base = {yardstick.name: baselines(yardstick, embedded) for yardstick in sets}
+            print(f"baselines: {time.perf_counter() - started:.0f} s", flush=True)
+            for session in ids:
+                settle(one, session)
+                settle(two, session)
+        print(f"stored and embedded: {time.perf_counter() - started:.0f} s", flush=True)
+        if args.with_reranker:
+            servers[1].terminate()
+            shutil.copytree(root / "model", root / "reranked")
+            servers[1].start(timeout=120)
+            servers.append(ServerProcess(root / "reranked", *model_flags, "--reranker", "http", "--reranker-base-url",
+                                         reranker.base_url, "--reranker-timeout-seconds", "10").start(timeout=120))
         try:
-            served, latency = serve(builtin, local, reranked, personas, ids)
-            cjk_report = cjk.run(local, builtin)
+            for yardstick in sets:
+                served, latency = serve(servers, yardstick, ids)
+                quality = scores({**base[yardstick.name], **served}, yardstick.cases)
+                report["sets"][yardstick.name] = {"queries": len(yardstick.cases), "quality": quality,
+                                                  "hybrid_over_better_part_recall@8": over_parts(quality)}
+                if yardstick.name == "realmem":
+                    report["sets"][yardstick.name]["latency"] = latency
+            report["cjk"] = cjk.run(servers[1], servers[0])
         except Exception:
-            for server in (builtin, local, reranked):
+            for server in servers:
                 print("".join(server.log_lines[-15:]))
             raise
         finally:
-            for server in (builtin, local, reranked):
+            for server in servers:
                 server.terminate()
-    runs = {**{name: dict(enumerate(answers)) for name, answers in base.items()}, **served}
-    quality = scores(runs, cases)
-    best_baseline = max(quality[name]["recall@8"] for name in ("fts5", "fts5-porter", DENSE))
-    report = {"personas": [p.name for p in personas], "queries": len(cases), "model": args.model,
-              "model_package": MODELS[args.model][0], "reranker_model": args.reranker_model,
-              "quality": quality, "latency": latency, "cjk": cjk_report,
-              "hybrid_over_best_baseline_recall@8": round(quality["hybrid"]["recall@8"] / best_baseline, 3),
-              "hybrid_over_dense_same_text_recall@8": round(
-                  quality["hybrid"]["recall@8"] / quality[DENSE_SAME_TEXT]["recall@8"], 3),
-              "embedding": {"texts": embedded.texts, "seconds": round(embedded.seconds, 1)},
-              "load_average": {"start": load_start[0], "end": os.getloadavg()[0]}, "cpus": os.cpu_count()}
-    print(f"{'':34s} " + "  ".join(f"{key:>20s}" for key in next(iter(quality.values()))) + "   p50 ms  p99 ms")
-    for name, row in quality.items():
-        timing = latency.get(name, {})
-        print(f"{name:34s} " + "  ".join(f"{value:20.4f}" for value in row.values())
-              + (f"  {timing['p50_ms']:7.2f} {timing['p99_ms']:7.2f}" if timing else ""))
-    print(f"health check floor: p50 {latency['health_check']['p50_ms']:.2f} ms")
-    print(f"hybrid / best baseline recall@8: x{report['hybrid_over_best_baseline_recall@8']} (target >= 1.07); "
-          f"/ exact cosine over memsvc's texts: x{report['hybrid_over_dense_same_text_recall@8']}")
-    print(f"CJK: {cjk_report['summary']}")
+    report.update({"personas": sorted(sets[0].sessions), "embedding": {"texts": embedded.texts,
+                                                                       "seconds": round(embedded.seconds, 1)},
+                   "seconds": round(time.perf_counter() - started), "cpus": os.cpu_count(),
+                   "load_average": {"start": load_start[0], "end": os.getloadavg()[0]}})
+    show(report)
     save("retrieval", report)
+
+
+def over_parts(quality: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Hybrid's recall@8 over the better of its own parts (keyword and the same server's semantic)."""
+    return {"model": round(quality["hybrid"]["recall@8"] / max(quality["keyword"]["recall@8"],
+                                                               quality["semantic"]["recall@8"]), 3),
+            "builtin": round(quality["hybrid builtin"]["recall@8"] / max(quality["keyword"]["recall@8"],
+                                                                         quality["semantic builtin"]["recall@8"]), 3)}
+
+
+def show(report: dict) -> None:
+    for name, found in report["sets"].items():
+        quality, latency = found["quality"], found.get("latency", {})
+        print(f"\n{name} ({found['queries']} queries)")
+        print(f"{'':30s} " + "  ".join(f"{key:>20s}" for key in quality["keyword"]) + "   p50 ms  p99 ms")
+        for mode, row in quality.items():
+            timing = latency.get(mode)
+            print(f"{mode:30s} " + "  ".join(f"{value:20.4f}" for value in row.values())
+                  + (f"  {timing['p50_ms']:7.2f} {timing['p99_ms']:7.2f}" if timing else ""))
+        print(f"hybrid / better of its parts, recall@8: {found['hybrid_over_better_part_recall@8']}")
+    print(f"\nCJK: {report['cjk']['summary']}\n{report['seconds']} s on {report['cpus']} CPUs")
 
 
 def local_model_flags(model: str) -> list[str]:
     """The server's embedding_model for a measured model: the local-model extra's default needs none."""
     return [] if model == DEFAULT_MODEL else ["--embedding-model", model]
-
-
-def serve(builtin: ServerProcess, local: ServerProcess, reranked: ServerProcess, personas: list[realmem.Persona],
-          ids: dict[str, dict[int, int]]) -> tuple[dict[str, dict[int, Ranked]], dict[str, dict]]:
-    """Every query once per mode, modes alternating, beside a health check on server 2."""
-    runs: dict[str, dict[int, Ranked]] = {}
-    samples: dict[str, list[float]] = {}
-    with builtin.client() as one, local.client() as two, reranked.client() as three, \
-            grpc.insecure_channel(local.tcp) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-        modes: dict[str, Callable[[realmem.Persona, realmem.QueryCase], Ranked | None]] = {
-            "keyword": lambda p, c: ask(two, p, ids[p.name], c, "keyword"),
-            "semantic builtin": lambda p, c: ask(one, p, ids[p.name], c, "semantic"),
-            "semantic local model": lambda p, c: ask(two, p, ids[p.name], c, "semantic"),
-            "hybrid": lambda p, c: ask(two, p, ids[p.name], c, "hybrid"),
-            "hybrid+reranker": lambda p, c: ask(three, p, ids[p.name], c, "hybrid"),
-            "health_check": lambda p, c: health.Check(health_pb2.HealthCheckRequest()) and None,
-        }
-        index = 0
-        for persona in personas:
-            for case in persona.queries:
-                names = list(modes) if index % 2 == 0 else list(modes)[::-1]
-                for name in names:
-                    started = time.perf_counter()
-                    answer = modes[name](persona, case)
-                    samples.setdefault(name, []).append(time.perf_counter() - started)
-                    if answer is not None:
-                        runs.setdefault(name, {})[index] = answer
-                index += 1
-    return runs, {name: percentiles(values) for name, values in samples.items()}
 
 
 if __name__ == "__main__":

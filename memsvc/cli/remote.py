@@ -280,16 +280,16 @@ def add_commands(commands: Any) -> None:
     target.add_argument("--last", type=int, help="the newest N messages")
     finder = _command(commands, "search", search, "search a session's messages",
                       "Search one session: by keyword over the archive and the recent messages, by meaning over "
-                      "the recent messages (semantic, the server's default), or both fused (hybrid).")
+                      "the recent messages (semantic), or both fused (hybrid, the server's default).")
     finder.add_argument("session", metavar="SESSION", help="the session id")
     finder.add_argument("query", metavar="QUERY", help="the words to find (keyword: every word must occur)")
-    finder.add_argument("--match", choices=MATCHES, help="how to match (default: semantic)")
+    finder.add_argument("--match", choices=MATCHES, help="how to match (default: hybrid, the server's default)")
     finder.add_argument("--limit", type=int, default=0, help="most hits (default 8, at most 32)")
     finder.add_argument("--time-range", choices=TIME_RANGES, help="only the last day, week, month or year")
     finder.add_argument("--since", type=_moment, default=0, help="only messages sent at or after this ISO time")
     finder.add_argument("--until", type=_moment, default=0, help="only messages sent before this ISO time")
     finder.add_argument("--include-window", action="store_true",
-                        help="semantic: also return messages of the current window")
+                        help="semantic and hybrid: also return messages of the current window")
 
     lessons = commands.add_parser("lessons", help="list, show, edit or delete error-memory lessons",
                                   description="Error memory: the lessons from tool failures, shared by every "

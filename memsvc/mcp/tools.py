@@ -26,11 +26,12 @@ P = ParamSpec("P")
 CHAT_HISTORY = """Look back at this conversation beyond what you can see. Three modes:
 
 - mode="search" (the default): find earlier messages. Give `query`. `match` picks how:
-  "semantic" (default) finds messages by meaning among the recent ones, each hit with the 2
+  "hybrid" (default) fuses both of the others and finds more than either, each hit with the 2
   messages before it and 1 after (`is_context` marks those neighbours) so you see the exchange;
-  "keyword" finds exact words over the whole history, archived messages included (every word
-  of the query must occur; best first); "hybrid" does both. Narrow with `time_range` ("day",
-  "week", "month", "year") and `limit` (default 8, at most 32). Use it for "what did we decide
+  "semantic" finds messages by meaning among the recent ones; "keyword" finds exact words over
+  the whole history, archived messages included (every word of the query must occur; best
+  first). Narrow with `time_range` ("day", "week", "month", "year") and `limit` (default 8, at
+  most 32). Use it for "what did we decide
   about X?", "find where the user mentioned Y".
 - mode="context": the recent window of messages and the rolling summary of older ones
   (standing rules to follow in `key_decisions`, earlier topics in `past_discussions`).
@@ -110,8 +111,8 @@ class Tools:
         mode: Annotated[Mode, Field(description="search: find messages; context: window + summary; "
                                                 "summary: the rolling summary")] = "search",
         query: Annotated[str, Field(description="mode=search: what to find")] = "",
-        match: Annotated[Match, Field(description="semantic (meaning), keyword (exact words, whole history) "
-                                                  "or hybrid")] = "semantic",
+        match: Annotated[Match, Field(description="hybrid (both fused, the best), semantic (meaning) or "
+                                                  "keyword (exact words, whole history)")] = "hybrid",
         time_range: Annotated[TimeRange, Field(description="only messages from the last day/week/month/year")]
         = "all",
         limit: Annotated[int, Field(ge=1, le=32, description="most hits (before neighbours are added)")] = 8,

@@ -64,7 +64,7 @@ def summary(value: Summary) -> pb.Summary:
     )
 
 
-MATCHES = {pb.MATCH_UNSPECIFIED: "semantic", pb.MATCH_SEMANTIC: "semantic", pb.MATCH_KEYWORD: "keyword",
+MATCHES = {pb.MATCH_SEMANTIC: "semantic", pb.MATCH_KEYWORD: "keyword",
            pb.MATCH_HYBRID: "hybrid"}
 TIME_RANGES = {pb.TIME_RANGE_UNSPECIFIED: "all", pb.TIME_RANGE_ALL: "all", pb.TIME_RANGE_DAY: "1d",
                pb.TIME_RANGE_WEEK: "7d", pb.TIME_RANGE_MONTH: "1m", pb.TIME_RANGE_YEAR: "1y"}
@@ -81,7 +81,8 @@ def enum_name(value: int, names: Mapping[Any, str], field: str) -> str:
 
 def query(request: pb.SearchRequest) -> Query:
     return Query(session_id=request.session_id, text=request.query,
-                 match=enum_name(request.match, MATCHES, "match"),  # type: ignore[arg-type]
+                 match=None if request.match == pb.MATCH_UNSPECIFIED  # the domain's default: Query.mode
+                 else enum_name(request.match, MATCHES, "match"),  # type: ignore[arg-type]
                  limit=request.limit, time_range=enum_name(request.time_range, TIME_RANGES, "time_range"),
                  since=request.since_unix_nano, until=request.until_unix_nano,
                  include_window=request.include_window, vector=floats(request.query_embedding, "query_embedding"),

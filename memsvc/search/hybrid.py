@@ -2,11 +2,13 @@
 optionally reranked, then read as conversation.
 
 Owns the candidate pools (POOL of each, far more than `limit`, so a message
-ranked modestly by both can still win), the fusion (reciprocal rank: a hit's
-share from a list is weight / (RRF_K + rank); chosen by measurement over
-reciprocal-rank weights, k and pools and min-max score fusion, see
-benchmarks/fusion.py), handing the best RERANK_CANDIDATES to the reranker,
-and expanding the chosen hits, archived ones with their archived neighbours.
+ranked modestly by both can still win), the fusion (cosine plus a weighted
+share of the best BM25, so the list that is decisive for this query leads;
+chosen by leave-one-set-out against reciprocal rank and standardized scores,
+see benchmarks/fusion.py), the
+evidence each fused candidate came from (its place and raw score in each
+list), handing the best RERANK_CANDIDATES to the reranker, and expanding the
+chosen hits, archived ones with their archived neighbours.
 Must never search a tier itself.
 """
 
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+
+import msgspec
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.reasons import Reason
@@ -26,22 +30,76 @@ from memsvc.search.semantic import SemanticSearch
 
 POOL = 50
 "Candidates taken from each of the keyword and semantic rankings (at least 4x the limit)."
-RRF_K = 10
-"Small: a candidate near the top of either list counts most (RealMem, benchmarks/results/fusion.json)."
-KEYWORD_WEIGHT = 1.0
-SEMANTIC_WEIGHT = 1.0
 RERANK_CANDIDATES = 32
 "The best fused candidates the reranker reorders."
 
 
+class Ranking(msgspec.Struct):
+    """One list's candidates, best first, with the scores it ranked them by (BM25, cosine)."""
+
+    ids: list[int]
+    scores: list[float]
+
+
+class Candidate(msgspec.Struct):
+    """One fused candidate and the evidence it was fused from: its place (1 = first) and raw score in each
+    list, None where that list did not hold it."""
+
+    id: int
+    score: float
+    keyword_rank: int | None = None
+    keyword_score: float | None = None
+    semantic_rank: int | None = None
+    semantic_score: float | None = None
+
+
+class FusionTuning(msgspec.Struct, frozen=True):
+    """The evidence fusion's constant, chosen by leave-one-set-out over RealMem and both halves of MADial
+    (benchmarks/fusion.py, benchmarks/results/fusion.json)."""
+
+    keyword_weight: float = 0.15
+    "What a keyword score as a share of its list's best counts against a cosine."
+
+
+FUSION = FusionTuning()
+
+
 @tracing.traced("search.fusion")
-def fuse(rankings: Sequence[tuple[Sequence[int], float]], k: int = RRF_K) -> dict[int, float]:
-    """Weighted reciprocal rank fusion of (ids best first, weight) lists: id -> fused score."""
-    fused: dict[int, float] = {}
-    for ids, weight in rankings:
-        for rank, id_ in enumerate(ids, start=1):
-            fused[id_] = fused.get(id_, 0.0) + weight / (k + rank)
-    return fused
+def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, semantic_from: int = 0
+         ) -> list[Candidate]:
+    """Keyword and semantic candidates in one ranking, best first (ties: the newer message).
+
+    A candidate's evidence is its cosine (below 0: none) plus keyword_weight x its BM25 as a share of the
+    keyword list's best (BM25 has no scale of its own). A candidate missing from a list gets the list's
+    last score, which it is at most; one semantic search cannot see (archived: ids below `semantic_from`)
+    is judged by the keyword list alone, its share counting on the cosine scale too (share x the best
+    cosine). So the list that is decisive for this query leads: a close paraphrase (a cosine far above the
+    rest) outweighs a common word, while cosines that are all alike (a model that does not read the
+    script, or nothing similar at all) leave the order to the keyword list. Rank fusion
+    cannot see that: equal-weight reciprocal rank, the former fusion, fell below the stronger list wherever
+    the other was weak (0.92x it on MADial, benchmarks/results/fusion.json).
+    """
+    keyword_best = keyword.scores[0] if keyword.scores and keyword.scores[0] > 0.0 else 0.0
+    shares = [score / keyword_best if keyword_best else 0.0 for score in keyword.scores]
+    keyword_floor = shares[-1] if shares else 0.0
+    semantic_floor = max(0.0, semantic.scores[-1]) if semantic.scores else 0.0
+    semantic_best = max(0.0, semantic.scores[0]) if semantic.scores else 0.0
+    found: dict[int, Candidate] = {}
+    for rank, (id_, score) in enumerate(zip(keyword.ids, keyword.scores, strict=True), start=1):
+        found[id_] = Candidate(id_, 0.0, keyword_rank=rank, keyword_score=score)
+    for rank, (id_, score) in enumerate(zip(semantic.ids, semantic.scores, strict=True), start=1):
+        candidate = found.setdefault(id_, Candidate(id_, 0.0))
+        candidate.semantic_rank, candidate.semantic_score = rank, score
+    for candidate in found.values():
+        from_keyword = keyword_floor if candidate.keyword_rank is None else shares[candidate.keyword_rank - 1]
+        if candidate.semantic_score is not None:
+            from_semantic = max(0.0, candidate.semantic_score)
+        elif candidate.id < semantic_from:
+            from_semantic = from_keyword * semantic_best
+        else:
+            from_semantic = semantic_floor
+        candidate.score = tuning.keyword_weight * from_keyword + from_semantic
+    return sorted(found.values(), key=lambda candidate: (-candidate.score, -candidate.id))
 
 
 class HybridSearch:
@@ -61,20 +119,21 @@ class HybridSearch:
         nearest = self.semantic.nearest(query, pool)
         found = self.keyword.ranked(query, pool)
         below_id = self.semantic.below_id(query, found.recent)
-        texts = {hit.record.id: hit.record for hit in found.hits if hit.record.id < below_id}
-        keyword_ids = list(texts)
-        semantic_ids: list[int] = []
+        earlier = [hit for hit in found.hits if hit.record.id < below_id]
+        texts = {hit.record.id: hit.record for hit in earlier}
+        keyword = Ranking([hit.record.id for hit in earlier], [hit.score for hit in earlier])
+        semantic = Ranking([], [])
         unsearched = 0
         if nearest is not None:
             records, near = nearest
             unsearched = near.unsearched
-            semantic_ids = list(near.ids)
-            texts.update(_by_id(records, semantic_ids))
-        fused = fuse([(keyword_ids, KEYWORD_WEIGHT), (semantic_ids, SEMANTIC_WEIGHT)])
-        order = sorted(fused, key=lambda id_: (-fused[id_], -id_))
-        scores = self._reranked(query.text, order[:RERANK_CANDIDATES], texts) or fused
-        chosen = sorted(order[:RERANK_CANDIDATES], key=lambda id_: -scores[id_])[:limits.limit]
-        return Results(self.keyword.in_context(query.session_id, found, {id_: scores[id_] for id_ in chosen}),
+            semantic = Ranking(near.ids, near.scores)
+            texts.update(_by_id(records, near.ids))
+        head = fuse(keyword, semantic, semantic_from=found.cut)[:RERANK_CANDIDATES]
+        scores = self._reranked(query.text, [candidate.id for candidate in head], texts) \
+            or {candidate.id: candidate.score for candidate in head}
+        chosen = sorted(head, key=lambda candidate: -scores[candidate.id])[:limits.limit]
+        return Results(self.keyword.in_context(query.session_id, found, {c.id: scores[c.id] for c in chosen}),
                        unsearched)
 
     def _reranked(self, text: str, head: list[int], records: dict[int, Record]) -> dict[int, float] | None:

@@ -33,7 +33,8 @@ Placement = Literal["loop", "pool", "thread"]
 class Query(msgspec.Struct, kw_only=True):
     session_id: str
     text: str = ""
-    match: Match = "semantic"
+    match: Match | None = None
+    "None: the default, `mode`."
     limit: int = 0
     "0 means the default."
     time_range: str = "all"
@@ -52,6 +53,14 @@ class Query(msgspec.Struct, kw_only=True):
     "Keyword: each hit with its neighbours, in runs (semantic and hybrid always expand)."
     omit_payloads: bool = False
     "Hits come without their payload_json."
+
+    @property
+    def mode(self) -> Match:
+        """The match asked for; unnamed, hybrid (it beats both its parts, docs/retrieval.md), except that a
+        query_embedding without text can only be matched by meaning."""
+        if self.match is not None:
+            return self.match
+        return "semantic" if self.vector and not self.text.strip() else "hybrid"
 
 
 class Hit(msgspec.Struct):

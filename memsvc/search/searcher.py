@@ -30,9 +30,9 @@ class Searcher:
     def placement(self, query: Query) -> Placement:
         """Semantic and hybrid search may load a session's index or call an embedding or rerank endpoint;
         keyword search computes, on the loop when it is known to be short."""
-        if query.match == "keyword":
+        if query.mode == "keyword":
             return self.keyword.placement(query)
-        if query.match == "hybrid":
+        if query.mode == "hybrid":
             return "thread" if self.hybrid.may_wait(query) else "pool"
         return self.semantic.placement(query)
 
@@ -42,8 +42,8 @@ class Searcher:
 
     def _found(self, query: Query) -> Results:
         limits = bounds(query, self.clock())
-        if query.match == "keyword":
+        if query.mode == "keyword":
             return self.keyword.search(query, limits)
-        if query.match == "semantic":
+        if query.mode == "semantic":
             return self.semantic.search(query, limits)
         return self.hybrid.search(query, limits)

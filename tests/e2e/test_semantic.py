@@ -214,7 +214,7 @@ def test_hybrid_fuses_keyword_and_semantic_hits_across_the_archive(make_server):
         archived = [(hit.message.id, hit.is_context, hit.run) for hit in hits if hit.source == "archive"]
         assert archived[:2] == [(1, False, 1), (2, True, 1)]  # the archived hit reads with its archived reply
         assert all(hit.run > 1 for hit in hits if hit.source == "recent")
-        semantic = client.search("s", "staging cluster ssl", include_window=True).hits
+        semantic = client.search("s", "staging cluster ssl", match="semantic", include_window=True).hits
         assert all(hit.source == "recent" for hit in semantic)
 
 
@@ -225,13 +225,13 @@ def test_reset_remove_and_compaction_reach_the_vectors(make_server):
         wait_for(lambda: generation(server, "s").get("items") == 30)
         first_kept = 31 - 4
         client.compact("s")
-        hits = client.search("s", "planning topic", limit=32, include_window=True).hits
+        hits = client.search("s", "planning topic", match="semantic", limit=32, include_window=True).hits
         assert hits and min(hit.message.id for hit in hits) >= first_kept
         wait_for(lambda: generation(server, "s").get("items") == 4)
         deleted = client.reset("s").deleted
         assert deleted.vectors == 4
         assert not index_dir(server, "s").exists()
-        assert list(client.search("s", "planning topic", include_window=True).hits) == []
+        assert list(client.search("s", "planning topic", match="semantic", include_window=True).hits) == []
         client.append("t", [("user", "temporary thoughts")])
         wait_for(lambda: (index_dir(server, "t") / "manifest.json").exists())  # embedded in the background
         assert client.remove_session("t").deleted.vectors == 1

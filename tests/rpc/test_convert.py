@@ -40,7 +40,10 @@ def test_a_search_request_becomes_a_query_with_domain_names():
                                            include_window=True, query_embedding=[1.0]))
     assert (query.session_id, query.text, query.match, query.limit, query.time_range) == ("s", "q", "hybrid", 5, "7d")
     assert (query.since, query.until, query.include_window, query.vector) == (1, 2, True, [1.0])
-    assert convert.query(pb.SearchRequest(session_id="s")).match == "semantic"  # unspecified means semantic
+    unnamed = convert.query(pb.SearchRequest(session_id="s", query="q"))
+    assert (unnamed.match, unnamed.mode) == (None, "hybrid")  # unspecified: the domain's default
+    embedding_only = convert.query(pb.SearchRequest(session_id="s", query_embedding=[1.0]))
+    assert embedding_only.mode == "semantic"  # nothing for keyword search to read
 
 
 @pytest.mark.parametrize("request_fields, field", [({"match": 9}, "match"), ({"time_range": 99}, "time_range")])

@@ -85,13 +85,15 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 type Match int32
 
 const (
-	// Not set: semantic.
+	// Not set: hybrid, which finds more than either of its parts; semantic
+	// when the request carries a query_embedding and no query text.
 	Match_MATCH_UNSPECIFIED Match = 0
 	// By meaning, over recent messages (those in history.json).
 	Match_MATCH_SEMANTIC Match = 1
 	// By keyword, over the archive and recent messages.
 	Match_MATCH_KEYWORD Match = 2
-	// Keyword and semantic results fused.
+	// Keyword and semantic results fused, each list weighted per query by
+	// how decisive its own scores are.
 	Match_MATCH_HYBRID Match = 3
 )
 
@@ -956,7 +958,8 @@ type SearchRequest struct {
 	// The query text, at most 8,192 characters. Required unless
 	// query_embedding is given.
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
-	// How to match; semantic when unset.
+	// How to match; when unset, hybrid (semantic for a query_embedding
+	// without query text).
 	Match Match `protobuf:"varint,3,opt,name=match,proto3,enum=memsvc.v1.Match" json:"match,omitempty"`
 	// Most hits to return (before context expansion); default 8, at most 32.
 	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
@@ -966,8 +969,8 @@ type SearchRequest struct {
 	SinceUnixNano int64 `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
 	// Only messages sent before this time, UTC Unix nanoseconds; 0 = no bound.
 	UntilUnixNano int64 `protobuf:"varint,7,opt,name=until_unix_nano,json=untilUnixNano,proto3" json:"until_unix_nano,omitempty"`
-	// Semantic: also return messages of the current window (excluded by
-	// default, since the agent already has them in context).
+	// Semantic and hybrid: also return messages of the current window
+	// (excluded by default, since the agent already has them in context).
 	IncludeWindow bool `protobuf:"varint,8,opt,name=include_window,json=includeWindow,proto3" json:"include_window,omitempty"`
 	// Semantic: an embedding supplied by the client instead of embedding the
 	// query text.

@@ -82,9 +82,9 @@ class Client(Connection):
 
     def search(self, session_id: str, query: str, *, match: str | None = None, limit: int = 0,
                time_range: str | None = None, timeout: float | None = None, **options: Any) -> r.SearchResponse:
-        """Find messages: `match` "semantic" (default), "keyword" or "hybrid"; `time_range` "day",
-        "week", "month", "year" or "all"; any other SearchRequest field by name (`since_unix_nano`,
-        `until_unix_nano`, `include_window`, `query_embedding`, ...)."""
+        """Find messages: `match` "hybrid" (the server's default when None), "semantic" or "keyword";
+        `time_range` "day", "week", "month", "year" or "all"; any other SearchRequest field by name
+        (`since_unix_nano`, `until_unix_nano`, `include_window`, `query_embedding`, ...)."""
         fields = {"session_id": session_id, "query": query, "match": match, "limit": limit,
                   "time_range": time_range, **options}
         return self._call("Search", fields, timeout)

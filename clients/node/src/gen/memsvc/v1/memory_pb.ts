@@ -398,7 +398,8 @@ export type SearchRequest = Message$1<"memsvc.v1.SearchRequest"> & {
   query: string;
 
   /**
-   * How to match; semantic when unset.
+   * How to match; when unset, hybrid (semantic for a query_embedding
+   * without query text).
    *
    * @generated from field: memsvc.v1.Match match = 3;
    */
@@ -433,8 +434,8 @@ export type SearchRequest = Message$1<"memsvc.v1.SearchRequest"> & {
   untilUnixNano: bigint;
 
   /**
-   * Semantic: also return messages of the current window (excluded by
-   * default, since the agent already has them in context).
+   * Semantic and hybrid: also return messages of the current window
+   * (excluded by default, since the agent already has them in context).
    *
    * @generated from field: bool include_window = 8;
    */
@@ -1287,7 +1288,8 @@ export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
  */
 export enum Match {
   /**
-   * Not set: semantic.
+   * Not set: hybrid, which finds more than either of its parts; semantic
+   * when the request carries a query_embedding and no query text.
    *
    * @generated from enum value: MATCH_UNSPECIFIED = 0;
    */
@@ -1308,7 +1310,8 @@ export enum Match {
   KEYWORD = 2,
 
   /**
-   * Keyword and semantic results fused.
+   * Keyword and semantic results fused, each list weighted per query by
+   * how decisive its own scores are.
    *
    * @generated from enum value: MATCH_HYBRID = 3;
    */
