@@ -14,42 +14,15 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
+from memsvc.cli.connection import add_connection_arguments, client_arguments
 from memsvc.cli.render import as_json, cut, table, when
 
-DEFAULT_TARGET = "127.0.0.1:50051"
 MATCHES = ("semantic", "keyword", "hybrid")
 TIME_RANGES = ("all", "day", "week", "month", "year")
 
 Command = Callable[[Any, argparse.Namespace], None]
-
-
-def add_connection_arguments(parser: argparse.ArgumentParser, target: bool = True) -> None:
-    """How to reach the server: shared by every command that talks to one (and `memsvc mcp`);
-    `target=False` for a command naming its servers otherwise (`memsvc reshard`)."""
-    group = parser.add_argument_group("connection")
-    if target:
-        group.add_argument("--target", default=DEFAULT_TARGET,
-                           help=f"the server: HOST:PORT or unix:///path (default {DEFAULT_TARGET})")
-    group.add_argument("--token-file", type=Path, help="file holding the bearer token (token_file's, or one of the "
-                                                       "server's tenants file)")
-    group.add_argument("--tenant", default="", help="the tenant to act for, with an admin token of every tenant")
-    group.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
-    group.add_argument("--ca-file", type=Path, help="PEM CA of a TLS server (TCP targets)")
-    group.add_argument("--cert-file", type=Path, help="PEM client certificate, for a server requiring mTLS")
-    group.add_argument("--key-file", type=Path, help="PEM key of --cert-file")
-
-
-def client_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of memsvc_client.Client / AsyncClient for these flags."""
-    def read(path: Path | None) -> bytes | None:
-        return path.read_bytes() if path else None
-    token = args.token_file.read_text().strip() if args.token_file else None
-    return {"timeout": args.timeout, "token": token or None, "tenant": args.tenant or None,
-            "root_certificates": read(args.ca_file),
-            "certificate_chain": read(args.cert_file), "private_key": read(args.key_file)}
 
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
