@@ -92,15 +92,33 @@ def show(memory: Any, args: argparse.Namespace) -> None:
 def search(memory: Any, args: argparse.Namespace) -> None:
     reply = memory.search(args.session, args.query, match=args.match, limit=args.limit, time_range=args.time_range,
                           since_unix_nano=args.since, until_unix_nano=args.until,
-                          include_window=args.include_window)
+                          include_window=args.include_window, explain=args.explain or None)
     if args.json:
         return as_json(reply)
-    table(["RUN", "SCORE", "SOURCE", "ID", "SENT", "ROLE", "CONTENT"],
-          ([hit.run or "", "context" if hit.is_context else f"{hit.score:.3f}", hit.source, hit.message.id,
-            when(hit.message.send_at_unix_nano), hit.message.role, cut(hit.message.content)] for hit in reply.hits),
-          "no messages found")
+    if args.explain:
+        table(["RUN", "SCORE", "TIER", "KEYWORD", "BM25", "SEMANTIC", "SIMILARITY", "FUSED", "RERANK", "ID", "ROLE",
+               "CONTENT"], ([hit.run or "", *_why(hit), hit.message.id, hit.message.role, cut(hit.message.content, 48)]
+                            for hit in reply.hits), "no messages found")
+    else:
+        table(["RUN", "SCORE", "SOURCE", "ID", "SENT", "ROLE", "CONTENT"],
+              ([hit.run or "", "context" if hit.is_context else f"{hit.score:.3f}", hit.source, hit.message.id,
+                when(hit.message.send_at_unix_nano), hit.message.role, cut(hit.message.content)]
+               for hit in reply.hits), "no messages found")
     if reply.unsearched:
         print(f"{reply.unsearched} messages could not be searched yet (embeddings pending)", file=sys.stderr)
+
+
+def _why(hit: Any) -> list[str]:
+    """Score, tier, keyword rank and BM25, semantic rank and similarity, fused and rerank scores ("-" where a
+    ranking did not hold the match); a context message has none."""
+    why = hit.explanation
+    if why is None:
+        return ["context", *[""] * 7]
+    def ranked(place: int, score: float) -> list[str]:
+        return [f"#{place}", f"{score:.3f}"] if place else ["-", "-"]
+    return [f"{hit.score:.3f}", why.tier, *ranked(why.keyword_rank, why.keyword_score),
+            *ranked(why.semantic_rank, why.semantic_similarity), f"{why.fused_score:.4f}" if why.fused_score else "-",
+            f"{why.rerank_score:.3f}" if why.reranked else "-"]
 
 
 def compact(memory: Any, args: argparse.Namespace) -> None:
@@ -263,6 +281,9 @@ def add_commands(commands: Any) -> None:
     finder.add_argument("--until", type=_moment, default=0, help="only messages sent before this ISO time")
     finder.add_argument("--include-window", action="store_true",
                         help="semantic: also return messages of the current window")
+    finder.add_argument("--explain", action="store_true",
+                        help="say why each match was found: its tier, its rank and score in the keyword (BM25) and "
+                             "semantic (similarity) rankings, the fused score (hybrid) and the reranker's")
 
     lessons = commands.add_parser("lessons", help="list, show, edit or delete error-memory lessons",
                                   description="Error memory: the lessons from tool failures, shared by every "

@@ -19,7 +19,7 @@ from memsvc.core.errors import InvalidArgument
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.search.keyword import KeywordSearch
-from memsvc.search.query import Bounds, Query, Results
+from memsvc.search.query import Bounds, Explanation, Query, Results, explained, ranked
 from memsvc.search.rerank import Reranker
 from memsvc.search.semantic import SemanticSearch
 
@@ -62,18 +62,25 @@ class HybridSearch:
         texts = {hit.record.id: hit.record for hit in found.hits if hit.record.id < below_id}
         keyword_ids = list(texts)
         semantic_ids: list[int] = []
+        semantic_scores: list[float] = []
         unsearched = 0
         if nearest is not None:
             records, near = nearest
             unsearched = near.unsearched
-            semantic_ids = list(near.ids)
+            semantic_ids, semantic_scores = list(near.ids), list(near.scores)
             texts.update(_by_id(records, semantic_ids))
         fused = fuse([(keyword_ids, KEYWORD_WEIGHT), (semantic_ids, SEMANTIC_WEIGHT)])
         order = sorted(fused, key=lambda id_: (-fused[id_], -id_))
-        scores = self._reranked(query.text, order[:RERANK_CANDIDATES], texts) or fused
+        reranked = self._reranked(query.text, order[:RERANK_CANDIDATES], texts)
+        scores = reranked or fused
         chosen = sorted(order[:RERANK_CANDIDATES], key=lambda id_: -scores[id_])[:limits.limit]
-        return Results(self.keyword.in_context(query.session_id, found, {id_: scores[id_] for id_ in chosen}),
-                       unsearched)
+        hits = self.keyword.in_context(query.session_id, found, {id_: scores[id_] for id_ in chosen})
+        if query.explain:
+            by_keyword = ranked(keyword_ids, [hit.score for hit in found.hits if hit.record.id < below_id])
+            by_meaning = ranked(semantic_ids, semantic_scores)
+            hits = explained(hits, {id_: _explanation(id_, by_keyword, by_meaning, fused[id_], reranked)
+                                    for id_ in chosen})
+        return Results(hits, unsearched)
 
     def _reranked(self, text: str, head: list[int], records: dict[int, Record]) -> dict[int, float] | None:
         """The reranker's score of each of the best fused candidates, when one answers in time."""
@@ -81,6 +88,15 @@ class HybridSearch:
             return None
         scores = self.reranker.scores(text, [records[id_].content for id_ in head])
         return None if scores is None else dict(zip(head, scores, strict=True))
+
+
+def _explanation(id_: int, by_keyword: dict[int, tuple[int, float]], by_meaning: dict[int, tuple[int, float]],
+                 fused: float, reranked: dict[int, float] | None) -> Explanation:
+    keyword_rank, keyword_score = by_keyword.get(id_, (0, 0.0))
+    semantic_rank, similarity = by_meaning.get(id_, (0, 0.0))
+    return Explanation(keyword_rank=keyword_rank, keyword_score=keyword_score, semantic_rank=semantic_rank,
+                       semantic_similarity=similarity, fused_score=fused,
+                       rerank_score=None if reranked is None else reranked[id_])
 
 
 def _by_id(records: list[Record], ids: Sequence[int]) -> dict[int, Record]:
