@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from memsvc.cli import connection, remote, reshard, tenants, transfer
+from memsvc.cli import connection, evaluate, remote, reshard, tenants, transfer
 from memsvc.core import config
 from memsvc.core.errors import InvalidSetting
 from memsvc.runtime import logs
@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     transfer.add_commands(commands)
     reshard.add_command(commands)
     tenants.add_command(commands)
+    evaluate.add_command(commands)
     return parser
 
 
