@@ -1,6 +1,7 @@
 /**
- * One session: its activity at a glance (activity.tsx), its window of recent messages, the read-only summary tab, search with
- * its match modes and context runs, and the actions Compact, Summarize, Reset and
+ * One session: its activity at a glance (activity.tsx), its window of recent messages, the read-only summary tab,
+ * search with its match modes, context runs and why each match was found, and the actions Compact, Summarize,
+ * Reset and
  * Remove, each confirmed first.
  */
 import { useEffect, useState } from "preact/hooks";
@@ -8,7 +9,8 @@ import { Activity } from "./activity.js";
 import { memory } from "./api.js";
 import { bytes, plural, time } from "./format.js";
 import {
-  type GetSummaryResponse, Match, type Message, ResetMode, Role, type SearchHit, type SearchResponse,
+  type GetSummaryResponse, type HitExplanation, Match, type Message, ResetMode, Role, type SearchHit,
+  type SearchResponse,
   type SessionInfo, Source, TimeRange,
 } from "./gen/memsvc/v1/memory_pb.js";
 import { ErrorBanner, Notice, type Question, useCall, useConfirm } from "./ui.js";
@@ -158,8 +160,28 @@ function MessageItem({ message, hit }: { message: Message; hit?: SearchHit }) {
         {hit?.isContext ? <span class="score">context</span> : null}
       </div>
       <p class="content">{message.content}</p>
+      {hit?.explanation ? <Why why={hit.explanation} /> : null}
     </li>
   );
+}
+
+const TIERS: Partial<Record<Source, string>> = {
+  [Source.WINDOW]: "the window", [Source.RECENT]: "recent history", [Source.ARCHIVE]: "the archive",
+};
+
+/** Why a match was found: its rank and score in each list the search drew on, the fused and rerank scores,
+ * and the tier holding it. */
+function Why({ why }: { why: HitExplanation }) {
+  const part = (name: string, rank: number, label: string, score: number) =>
+    rank ? `${name} #${rank} (${label} ${score.toFixed(3)})` : `not in the ${name} list`;
+  const parts = [`in ${TIERS[why.tier] ?? "?"}`];
+  if (why.keywordRank || why.fusedScore) parts.push(part("keyword", why.keywordRank, "BM25", why.keywordScore));
+  if (why.semanticRank || why.fusedScore) {
+    parts.push(part("semantic", why.semanticRank, "similarity", why.semanticSimilarity));
+  }
+  if (why.fusedScore) parts.push(`fused ${why.fusedScore.toFixed(4)}`);
+  if (why.reranked) parts.push(`reranked ${why.rerankScore.toFixed(3)}`);
+  return <p class="why">{parts.join(" · ")}</p>;
 }
 
 function Messages({ messages, empty }: { messages: Message[]; empty: string }) {
@@ -245,7 +267,7 @@ function Search({ id }: { id: string }) {
 
   const search = (event: Event) => {
     event.preventDefault();
-    void run(() => memory.search({ sessionId: id, query, match, timeRange: range, includeWindow }))
+    void run(() => memory.search({ sessionId: id, query, match, timeRange: range, includeWindow, explain: true }))
       .then((found) => setResults(found ?? null));
   };
 

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from memsvc.cli import remote, reshard, tenants, transfer
+from memsvc.cli import connection, evaluate, remote, reshard, tenants, transfer
 from memsvc.core import config
 from memsvc.core.errors import InvalidSetting
 from memsvc.runtime import logs
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memsvc", description="Conversation memory for LLM agents, over gRPC. `memsvc COMMAND --help` "
                                    "documents each command; all but serve and import talk to a running server.")
+    connection.add_before_command(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
         "serve", help="run the server",
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Model Context Protocol server exposing memsvc to agents: search the chat history, read "
                     "the context and the rolling summary, look up and record error lessons. It talks to a "
                     "running memsvc (--target). Over stdio by default; --http serves streamable HTTP instead.")
-    remote.add_connection_arguments(agents)
+    connection.add_connection_arguments(agents)
     scope = agents.add_argument_group("sessions the tools may touch (at least one of these)")
     scope.add_argument("--session", default="",
                        help="the agent's own session: the tools' default when a call names none")
@@ -75,17 +76,23 @@ def build_parser() -> argparse.ArgumentParser:
     transfer.add_commands(commands)
     reshard.add_command(commands)
     tenants.add_command(commands)
+    evaluate.add_command(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parsed = build_parser().parse_args(argv)
+    try:
+        connection.resolve(parsed)
+    except ValueError as error:
+        print(f"memsvc: {error}", file=sys.stderr)
+        return 2
     if parsed.command == "mcp":
         from memsvc.mcp.access import Scope
         from memsvc.mcp.server import serve as serve_mcp
 
         try:
-            options = remote.client_arguments(parsed)
+            options = connection.client_arguments(parsed)
             http_token = parsed.http_token_file.read_text().strip() if parsed.http_token_file else None
             if parsed.http_token_file and not http_token:
                 raise ValueError(f"{parsed.http_token_file} is empty: it must hold the token MCP clients present")

@@ -14,42 +14,15 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
+from memsvc.cli.connection import add_connection_arguments, client_arguments
 from memsvc.cli.render import as_json, cut, table, when
 
-DEFAULT_TARGET = "127.0.0.1:50051"
 MATCHES = ("semantic", "keyword", "hybrid")
 TIME_RANGES = ("all", "day", "week", "month", "year")
 
 Command = Callable[[Any, argparse.Namespace], None]
-
-
-def add_connection_arguments(parser: argparse.ArgumentParser, target: bool = True) -> None:
-    """How to reach the server: shared by every command that talks to one (and `memsvc mcp`);
-    `target=False` for a command naming its servers otherwise (`memsvc reshard`)."""
-    group = parser.add_argument_group("connection")
-    if target:
-        group.add_argument("--target", default=DEFAULT_TARGET,
-                           help=f"the server: HOST:PORT or unix:///path (default {DEFAULT_TARGET})")
-    group.add_argument("--token-file", type=Path, help="file holding the bearer token (token_file's, or one of the "
-                                                       "server's tenants file)")
-    group.add_argument("--tenant", default="", help="the tenant to act for, with an admin token of every tenant")
-    group.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
-    group.add_argument("--ca-file", type=Path, help="PEM CA of a TLS server (TCP targets)")
-    group.add_argument("--cert-file", type=Path, help="PEM client certificate, for a server requiring mTLS")
-    group.add_argument("--key-file", type=Path, help="PEM key of --cert-file")
-
-
-def client_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of memsvc_client.Client / AsyncClient for these flags."""
-    def read(path: Path | None) -> bytes | None:
-        return path.read_bytes() if path else None
-    token = args.token_file.read_text().strip() if args.token_file else None
-    return {"timeout": args.timeout, "token": token or None, "tenant": args.tenant or None,
-            "root_certificates": read(args.ca_file),
-            "certificate_chain": read(args.cert_file), "private_key": read(args.key_file)}
 
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
@@ -119,15 +92,33 @@ def show(memory: Any, args: argparse.Namespace) -> None:
 def search(memory: Any, args: argparse.Namespace) -> None:
     reply = memory.search(args.session, args.query, match=args.match, limit=args.limit, time_range=args.time_range,
                           since_unix_nano=args.since, until_unix_nano=args.until,
-                          include_window=args.include_window)
+                          include_window=args.include_window, explain=args.explain or None)
     if args.json:
         return as_json(reply)
-    table(["RUN", "SCORE", "SOURCE", "ID", "SENT", "ROLE", "CONTENT"],
-          ([hit.run or "", "context" if hit.is_context else f"{hit.score:.3f}", hit.source, hit.message.id,
-            when(hit.message.send_at_unix_nano), hit.message.role, cut(hit.message.content)] for hit in reply.hits),
-          "no messages found")
+    if args.explain:
+        table(["RUN", "SCORE", "TIER", "KEYWORD", "BM25", "SEMANTIC", "SIMILARITY", "FUSED", "RERANK", "ID", "ROLE",
+               "CONTENT"], ([hit.run or "", *_why(hit), hit.message.id, hit.message.role, cut(hit.message.content, 48)]
+                            for hit in reply.hits), "no messages found")
+    else:
+        table(["RUN", "SCORE", "SOURCE", "ID", "SENT", "ROLE", "CONTENT"],
+              ([hit.run or "", "context" if hit.is_context else f"{hit.score:.3f}", hit.source, hit.message.id,
+                when(hit.message.send_at_unix_nano), hit.message.role, cut(hit.message.content)]
+               for hit in reply.hits), "no messages found")
     if reply.unsearched:
         print(f"{reply.unsearched} messages could not be searched yet (embeddings pending)", file=sys.stderr)
+
+
+def _why(hit: Any) -> list[str]:
+    """Score, tier, keyword rank and BM25, semantic rank and similarity, fused and rerank scores ("-" where a
+    ranking did not hold the match); a context message has none."""
+    why = hit.explanation
+    if why is None:
+        return ["context", *[""] * 7]
+    def ranked(place: int, score: float) -> list[str]:
+        return [f"#{place}", f"{score:.3f}"] if place else ["-", "-"]
+    return [f"{hit.score:.3f}", why.tier, *ranked(why.keyword_rank, why.keyword_score),
+            *ranked(why.semantic_rank, why.semantic_similarity), f"{why.fused_score:.4f}" if why.fused_score else "-",
+            f"{why.rerank_score:.3f}" if why.reranked else "-"]
 
 
 def compact(memory: Any, args: argparse.Namespace) -> None:
@@ -290,6 +281,9 @@ def add_commands(commands: Any) -> None:
     finder.add_argument("--until", type=_moment, default=0, help="only messages sent before this ISO time")
     finder.add_argument("--include-window", action="store_true",
                         help="semantic and hybrid: also return messages of the current window")
+    finder.add_argument("--explain", action="store_true",
+                        help="say why each match was found: its tier, its rank and score in the keyword (BM25) and "
+                             "semantic (similarity) rankings, the fused score (hybrid) and the reranker's")
 
     lessons = commands.add_parser("lessons", help="list, show, edit or delete error-memory lessons",
                                   description="Error memory: the lessons from tool failures, shared by every "

@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from memsvc.cli.remote import add_connection_arguments, client_arguments
+from memsvc.cli.connection import add_connection_arguments, client_arguments
 from memsvc.tenancy.tenants import DEFAULT
 
 PAUSE_SECONDS = 120

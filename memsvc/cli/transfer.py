@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from google.protobuf import json_format
 
-from memsvc.cli.remote import add_connection_arguments
+from memsvc.cli.connection import add_connection_arguments
 from memsvc.cli.render import as_json, when
 from memsvc_client.convert import to_proto
 from memsvc_client.rpcs import RPCS

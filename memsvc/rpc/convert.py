@@ -14,7 +14,7 @@ from memsvc.core.errors import InvalidArgument
 from memsvc.core.reasons import Reason
 from memsvc.core.records import ROLES, Record
 from memsvc.lifecycle.clearing import Deleted
-from memsvc.search.query import Hit, Query
+from memsvc.search.query import Explanation, Hit, Query
 from memsvc.summary.rolling import Summary, encode
 from memsvc.window.incoming import NewMessage
 from memsvc.window.lister import SessionInfo
@@ -69,6 +69,7 @@ MATCHES = {pb.MATCH_SEMANTIC: "semantic", pb.MATCH_KEYWORD: "keyword",
 TIME_RANGES = {pb.TIME_RANGE_UNSPECIFIED: "all", pb.TIME_RANGE_ALL: "all", pb.TIME_RANGE_DAY: "1d",
                pb.TIME_RANGE_WEEK: "7d", pb.TIME_RANGE_MONTH: "1m", pb.TIME_RANGE_YEAR: "1y"}
 SOURCES = {"recent": pb.SOURCE_RECENT, "archive": pb.SOURCE_ARCHIVE}
+TIERS = {"window": pb.SOURCE_WINDOW, "recent": pb.SOURCE_RECENT, "archive": pb.SOURCE_ARCHIVE}
 RESET_MODES = {pb.RESET_MODE_UNSPECIFIED: "summary", pb.RESET_MODE_SUMMARY: "summary", pb.RESET_MODE_ALL: "all"}
 
 
@@ -87,12 +88,20 @@ def query(request: pb.SearchRequest) -> Query:
                  since=request.since_unix_nano, until=request.until_unix_nano,
                  include_window=request.include_window, vector=floats(request.query_embedding, "query_embedding"),
                  require_all_words=request.require_all_words, with_context=request.with_context,
-                 omit_payloads=request.omit_payloads)
+                 omit_payloads=request.omit_payloads, explain=request.explain)
 
 
 def hit(value: Hit) -> pb.SearchHit:
     return pb.SearchHit(message=message(value.record), source=SOURCES[value.source], score=value.score,
-                        is_context=value.is_context, run=value.run)
+                        is_context=value.is_context, run=value.run,
+                        explanation=None if value.explanation is None else explanation(value.explanation))
+
+
+def explanation(value: Explanation) -> pb.HitExplanation:
+    return pb.HitExplanation(keyword_rank=value.keyword_rank, keyword_score=value.keyword_score,
+                             semantic_rank=value.semantic_rank, semantic_similarity=value.semantic_similarity,
+                             fused_score=value.fused_score, reranked=value.rerank_score is not None,
+                             rerank_score=value.rerank_score or 0.0, tier=TIERS[value.tier])
 
 
 def deleted(value: Deleted) -> pb.Deleted:

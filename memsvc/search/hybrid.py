@@ -24,7 +24,7 @@ from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.runtime import tracing
 from memsvc.search.keyword import KeywordSearch
-from memsvc.search.query import Bounds, Query, Results
+from memsvc.search.query import Bounds, Explanation, Query, Results, explained
 from memsvc.search.rerank import Reranker
 from memsvc.search.semantic import SemanticSearch
 
@@ -130,11 +130,13 @@ class HybridSearch:
             semantic = Ranking(near.ids, near.scores)
             texts.update(_by_id(records, near.ids))
         head = fuse(keyword, semantic, semantic_from=found.cut)[:RERANK_CANDIDATES]
-        scores = self._reranked(query.text, [candidate.id for candidate in head], texts) \
-            or {candidate.id: candidate.score for candidate in head}
+        reranked = self._reranked(query.text, [candidate.id for candidate in head], texts)
+        scores = reranked or {candidate.id: candidate.score for candidate in head}
         chosen = sorted(head, key=lambda candidate: -scores[candidate.id])[:limits.limit]
-        return Results(self.keyword.in_context(query.session_id, found, {c.id: scores[c.id] for c in chosen}),
-                       unsearched)
+        hits = self.keyword.in_context(query.session_id, found, {c.id: scores[c.id] for c in chosen})
+        if query.explain:
+            hits = explained(hits, {candidate.id: _explanation(candidate, reranked) for candidate in chosen})
+        return Results(hits, unsearched)
 
     def _reranked(self, text: str, head: list[int], records: dict[int, Record]) -> dict[int, float] | None:
         """The reranker's score of each of the best fused candidates, when one answers in time."""
@@ -142,6 +144,13 @@ class HybridSearch:
             return None
         scores = self.reranker.scores(text, [records[id_].content for id_ in head])
         return None if scores is None else dict(zip(head, scores, strict=True))
+
+
+def _explanation(candidate: Candidate, reranked: dict[int, float] | None) -> Explanation:
+    return Explanation(keyword_rank=candidate.keyword_rank or 0, keyword_score=candidate.keyword_score or 0.0,
+                       semantic_rank=candidate.semantic_rank or 0,
+                       semantic_similarity=candidate.semantic_score or 0.0, fused_score=candidate.score,
+                       rerank_score=None if reranked is None else reranked[candidate.id])
 
 
 def _by_id(records: list[Record], ids: Sequence[int]) -> dict[int, Record]:

@@ -22,7 +22,7 @@ from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.runtime import tracing
 from memsvc.search.expansion import AFTER, BEFORE, expand
-from memsvc.search.query import Bounds, Hit, Placement, Query, Results
+from memsvc.search.query import Bounds, Explanation, Hit, Placement, Query, Results, explained
 from memsvc.search.recent import RecentIndexes, RecentTerms
 from memsvc.window.reading import SessionReader
 
@@ -84,9 +84,13 @@ class KeywordSearch:
     def search(self, query: Query, limits: Bounds) -> Results:
         """Matches best first; with `with_context`, in runs with their neighbours instead."""
         found = self.ranked(query, limits)
-        if not query.with_context:
-            return Results(found.hits)
-        return Results(self.in_context(query.session_id, found, {hit.record.id: hit.score for hit in found.hits}))
+        hits = found.hits
+        if query.with_context:
+            hits = self.in_context(query.session_id, found, {hit.record.id: hit.score for hit in found.hits})
+        if query.explain:
+            hits = explained(hits, {hit.record.id: Explanation(keyword_rank=place, keyword_score=hit.score)
+                                    for place, hit in enumerate(found.hits, start=1)})
+        return Results(hits)
 
     @tracing.traced("search.keyword")
     def ranked(self, query: Query, limits: Bounds) -> Found:

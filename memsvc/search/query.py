@@ -3,11 +3,12 @@
 Owns the limits (default and maximum result count, query length), what a
 time range means ([since, until), or a named range back from now), and the
 shape of a hit (its record, where it came from, its score, and whether it is
-context around a match). Must never search.
+context around a match, and with `explain` why it was found). Must never search.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
@@ -25,6 +26,8 @@ MAX_QUERY_CHARS = 8192
 
 Match = Literal["semantic", "keyword", "hybrid"]
 SourceName = Literal["recent", "archive"]
+Tier = Literal["window", "recent", "archive"]
+"Where a hit's message is held: the current window, the rest of history.json, or the archive."
 Placement = Literal["loop", "pool", "thread"]
 """Where a search runs: on the event loop (shorter than any hop), on the bounded searches pool
 (it computes), or on a thread of its own (it may wait on an endpoint or the disk)."""
@@ -53,6 +56,8 @@ class Query(msgspec.Struct, kw_only=True):
     "Keyword: each hit with its neighbours, in runs (semantic and hybrid always expand)."
     omit_payloads: bool = False
     "Hits come without their payload_json."
+    explain: bool = False
+    "Each match carries its Explanation."
 
     @property
     def mode(self) -> Match:
@@ -63,12 +68,40 @@ class Query(msgspec.Struct, kw_only=True):
         return "semantic" if self.vector and not self.text.strip() else "hybrid"
 
 
+class Explanation(msgspec.Struct, kw_only=True):
+    """Why a match was found: its place and score in each ranking the search drew on."""
+
+    keyword_rank: int = 0
+    "1 for the best BM25 match; 0 when the keyword ranking does not hold it (or did not run)."
+    keyword_score: float = 0.0
+    semantic_rank: int = 0
+    "1 for the nearest; 0 when the semantic ranking does not hold it (or did not run)."
+    semantic_similarity: float = 0.0
+    fused_score: float = 0.0
+    "Hybrid: the fused score that ordered the candidates before any rerank."
+    rerank_score: float | None = None
+    "Hybrid: the reranker's score, when it ran."
+    tier: Tier = "recent"
+
+
 class Hit(msgspec.Struct):
     record: Record
     source: SourceName
     score: float = 0.0
     is_context: bool = False
     run: int = 0
+    explanation: Explanation | None = None
+
+
+def explained(hits: list[Hit], why: Mapping[int, Explanation]) -> list[Hit]:
+    """`hits` with each match's explanation (by message id) attached; context messages get none."""
+    return [msgspec.structs.replace(hit, explanation=why[hit.record.id])
+            if not hit.is_context and hit.record.id in why else hit for hit in hits]
+
+
+def ranked(ids: list[int], scores: list[float]) -> dict[int, tuple[int, float]]:
+    """Id -> (its 1-based place, its score) in a ranking given best first."""
+    return {id_: (place, score) for place, (id_, score) in enumerate(zip(ids, scores, strict=True), start=1)}
 
 
 class Results(msgspec.Struct):

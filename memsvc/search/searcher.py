@@ -1,8 +1,9 @@
 """Search within one session: routing a query to the keyword, semantic or hybrid path.
 
 Owns which path answers which match mode, and whether a query may have to
-wait (load an index, call an embedding endpoint) and so needs a thread, and
-that every answer keeps within max_reply_bytes. Must never search itself: keyword.py, semantic.py and hybrid.py do.
+wait (load an index, call an embedding endpoint) and so needs a thread,
+which tier an explained hit came from, and that every answer keeps within
+max_reply_bytes. Must never search itself: keyword.py, semantic.py and hybrid.py do.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import msgspec
+
 from memsvc.core import replies
 from memsvc.search import budget
 from memsvc.search.hybrid import HybridSearch
 from memsvc.search.keyword import KeywordSearch
-from memsvc.search.query import Placement, Query, Results, bounds
+from memsvc.search.query import Hit, Placement, Query, Results, Tier, bounds
 from memsvc.search.semantic import SemanticSearch
 
 
@@ -38,7 +41,10 @@ class Searcher:
 
     def search(self, query: Query) -> Results:
         """The hits, within max_reply_bytes (budget.py)."""
-        return budget.within(self._found(query), self.reply_bytes, query.omit_payloads)
+        found = self._found(query)
+        if query.explain:
+            found = msgspec.structs.replace(found, hits=self._with_tiers(query.session_id, found.hits))
+        return budget.within(found, self.reply_bytes, query.omit_payloads)
 
     def _found(self, query: Query) -> Results:
         limits = bounds(query, self.clock())
@@ -47,3 +53,17 @@ class Searcher:
         if query.mode == "semantic":
             return self.semantic.search(query, limits)
         return self.hybrid.search(query, limits)
+
+    def _with_tiers(self, session_id: str, hits: list[Hit]) -> list[Hit]:
+        """Explained hits told apart by tier: a recent message is in the window when the agent's context
+        (GetContext) holds it."""
+        window = self.semantic.sessions.window(session_id)
+        window_from = window[0].id if window else None
+
+        def tier(hit: Hit) -> Tier:
+            if hit.source == "archive":
+                return "archive"
+            return "window" if window_from is not None and hit.record.id >= window_from else "recent"
+
+        return [msgspec.structs.replace(hit, explanation=msgspec.structs.replace(hit.explanation, tier=tier(hit)))
+                if hit.explanation is not None else hit for hit in hits]

@@ -17,7 +17,7 @@ from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.runtime import tracing
 from memsvc.search.expansion import expand
-from memsvc.search.query import Bounds, Placement, Query, Results
+from memsvc.search.query import Bounds, Explanation, Placement, Query, Results, explained, ranked
 from memsvc.vectors.embedders.base import Embedder
 from memsvc.vectors.generation import EXACT_ITEMS, Eligible
 from memsvc.vectors.store import Nearest, VectorStore
@@ -46,7 +46,11 @@ class SemanticSearch:
         if found is None:
             return Results([])
         records, nearest = found
-        return Results(expand(records, dict(zip(nearest.ids, nearest.scores, strict=True))), nearest.unsearched)
+        hits = expand(records, dict(zip(nearest.ids, nearest.scores, strict=True)))
+        if query.explain:
+            hits = explained(hits, {id_: Explanation(semantic_rank=place, semantic_similarity=score)
+                                    for id_, (place, score) in ranked(nearest.ids, nearest.scores).items()})
+        return Results(hits, nearest.unsearched)
 
     def below_id(self, query: Query, records: list[Record]) -> int:
         """Ids from here on are in the current window, which the agent already holds."""

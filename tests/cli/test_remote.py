@@ -87,6 +87,31 @@ def test_search_by_keyword_with_time_bounds(talk):
                            "--json"))["hits"]
 
 
+def test_search_explain_prints_why_each_match_was_found(talk, server):
+    lines = talk("search", "alpha", "deploy fridays", "--match", "hybrid", "--include-window",
+                 "--explain").splitlines()
+    assert lines[0].split() == ["RUN", "SCORE", "TIER", "KEYWORD", "BM25", "SEMANTIC", "SIMILARITY", "FUSED",
+                                "RERANK", "ID", "ROLE", "CONTENT"]
+    with server.client() as memory:
+        wanted = {hit.message.id: hit for hit in memory.search("alpha", "deploy fridays", match="hybrid",
+                                                               include_window=True, explain=True).hits}
+    rows = {int(cells[9]): cells for cells in (line.split() for line in lines[2:])}
+    assert rows.keys() == wanted.keys()
+    for id_, hit in wanted.items():
+        why = hit.explanation
+        assert rows[id_][1:9] == [f"{hit.score:.3f}", why.tier,
+                                  f"#{why.keyword_rank}" if why.keyword_rank else "-",
+                                  f"{why.keyword_score:.3f}" if why.keyword_rank else "-",
+                                  f"#{why.semantic_rank}" if why.semantic_rank else "-",
+                                  f"{why.semantic_similarity:.3f}" if why.semantic_rank else "-",
+                                  f"{why.fused_score:.4f}", "-"]
+    assert {cells[2] for cells in rows.values()} == {"window"}
+    explained = json.loads(talk("search", "alpha", "fridays", "--match", "keyword", "--explain", "--json"))
+    assert [hit["explanation"]["keyword_rank"] for hit in explained["hits"]] == [1, 2]
+    assert all(hit["explanation"] is None for hit in json.loads(
+        talk("search", "alpha", "fridays", "--match", "keyword", "--json"))["hits"])
+
+
 def test_compact_moves_older_messages_to_the_archive(make_server):
     server = make_server("--max-history-messages", "2")
     with server.client() as memory:

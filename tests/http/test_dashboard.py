@@ -165,6 +165,38 @@ def test_a_session_shows_its_window_and_summary_and_searches_in_every_mode(serve
     assert any(hit.is_context for hit in expected.hits)
 
 
+def why(explanation) -> str:
+    """What the page writes under a match for its explanation (session.tsx `Why`)."""
+    tier = {"window": "the window", "recent": "recent history", "archive": "the archive"}
+    parts = [f"in {tier[explanation.tier]}"]
+    for name, rank, label, score in (("keyword", explanation.keyword_rank, "BM25", explanation.keyword_score),
+                                     ("semantic", explanation.semantic_rank, "similarity",
+                                      explanation.semantic_similarity)):
+        if rank or explanation.fused_score:
+            parts.append(f"{name} #{rank} ({label} {score:.3f})" if rank else f"not in the {name} list")
+    if explanation.fused_score:
+        parts.append(f"fused {explanation.fused_score:.4f}")
+    return " · ".join(parts)
+
+
+def test_search_says_why_each_match_was_found(served, page):
+    open_dashboard(page, served, "#/sessions/computers")
+    page.get_by_role("tab", name="Search").click()
+    page.get_by_label("Search this session").fill("What is a computer program?")
+    page.get_by_label("Match").select_option(label="Hybrid")
+    page.get_by_role("button", name="Search", exact=True).click()
+    with served.client() as client:
+        expected = client.search("computers", "What is a computer program?", match=pb.MATCH_HYBRID,
+                                 include_window=True, explain=True)
+    found = [hit for hit in expected.hits if not hit.is_context]
+    assert found and all(hit.explanation.fused_score for hit in found)
+    results = page.locator(".results")
+    expect(results.locator("li.message .content")).to_have_text([hit.message.content for hit in expected.hits])
+    expect(results.locator("li.message:not(.context) .why")).to_have_text([why(hit.explanation) for hit in found])
+    expect(results.locator("li.message.context .why")).to_have_count(0)
+    screenshot(page, "06-search-explained")
+
+
 def test_compact_then_reset_a_session_each_after_confirming(served, page):
     open_dashboard(page, served, "#/sessions/computers")
     with served.client() as client:

@@ -84,7 +84,9 @@ class Client(Connection):
                time_range: str | None = None, timeout: float | None = None, **options: Any) -> r.SearchResponse:
         """Find messages: `match` "hybrid" (the server's default when None), "semantic" or "keyword";
         `time_range` "day", "week", "month", "year" or "all"; any other SearchRequest field by name
-        (`since_unix_nano`, `until_unix_nano`, `include_window`, `query_embedding`, ...)."""
+        (`since_unix_nano`, `until_unix_nano`, `include_window`, `query_embedding`, ...); `explain=True` gives
+        each match its `explanation` (ranks and scores in the keyword and semantic rankings, fused, reranked,
+        tier)."""
         fields = {"session_id": session_id, "query": query, "match": match, "limit": limit,
                   "time_range": time_range, **options}
         return self._call("Search", fields, timeout)

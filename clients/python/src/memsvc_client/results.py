@@ -68,12 +68,26 @@ class GetContextResponse:
 
 
 @_result
+class HitExplanation:
+    keyword_rank: int = 0
+    keyword_score: float = 0.0
+    semantic_rank: int = 0
+    semantic_similarity: float = 0.0
+    fused_score: float = 0.0
+    reranked: bool = False
+    rerank_score: float = 0.0
+    tier: str = ""
+
+
+@_result
 class SearchHit:
     message: Message | None = None
     source: str = ""
     score: float = 0.0
     is_context: bool = False
     run: int = 0
+    explanation: HitExplanation | None = None
+    """With search(..., explain=True): why this match was found; None for context messages."""
 
 
 @_result

@@ -36,6 +36,7 @@ class Source(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SOURCE_UNSPECIFIED: _ClassVar[Source]
     SOURCE_RECENT: _ClassVar[Source]
     SOURCE_ARCHIVE: _ClassVar[Source]
+    SOURCE_WINDOW: _ClassVar[Source]
 
 class ResetMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -60,6 +61,7 @@ TIME_RANGE_YEAR: TimeRange
 SOURCE_UNSPECIFIED: Source
 SOURCE_RECENT: Source
 SOURCE_ARCHIVE: Source
+SOURCE_WINDOW: Source
 RESET_MODE_UNSPECIFIED: ResetMode
 RESET_MODE_SUMMARY: ResetMode
 RESET_MODE_ALL: ResetMode
@@ -161,7 +163,7 @@ class CurrentDiscussion(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., description: _Optional[str] = ..., perspectives: _Optional[str] = ..., direction: _Optional[str] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("session_id", "query", "match", "limit", "time_range", "since_unix_nano", "until_unix_nano", "include_window", "query_embedding", "require_all_words", "with_context", "omit_payloads")
+    __slots__ = ("session_id", "query", "match", "limit", "time_range", "since_unix_nano", "until_unix_nano", "include_window", "query_embedding", "require_all_words", "with_context", "omit_payloads", "explain")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     MATCH_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +176,7 @@ class SearchRequest(_message.Message):
     REQUIRE_ALL_WORDS_FIELD_NUMBER: _ClassVar[int]
     WITH_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     OMIT_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     query: str
     match: Match
@@ -186,7 +189,8 @@ class SearchRequest(_message.Message):
     require_all_words: bool
     with_context: bool
     omit_payloads: bool
-    def __init__(self, session_id: _Optional[str] = ..., query: _Optional[str] = ..., match: _Optional[_Union[Match, str]] = ..., limit: _Optional[int] = ..., time_range: _Optional[_Union[TimeRange, str]] = ..., since_unix_nano: _Optional[int] = ..., until_unix_nano: _Optional[int] = ..., include_window: _Optional[bool] = ..., query_embedding: _Optional[_Iterable[float]] = ..., require_all_words: _Optional[bool] = ..., with_context: _Optional[bool] = ..., omit_payloads: _Optional[bool] = ...) -> None: ...
+    explain: bool
+    def __init__(self, session_id: _Optional[str] = ..., query: _Optional[str] = ..., match: _Optional[_Union[Match, str]] = ..., limit: _Optional[int] = ..., time_range: _Optional[_Union[TimeRange, str]] = ..., since_unix_nano: _Optional[int] = ..., until_unix_nano: _Optional[int] = ..., include_window: _Optional[bool] = ..., query_embedding: _Optional[_Iterable[float]] = ..., require_all_words: _Optional[bool] = ..., with_context: _Optional[bool] = ..., omit_payloads: _Optional[bool] = ..., explain: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "unsearched", "omitted_hits")
@@ -199,18 +203,40 @@ class SearchResponse(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., unsearched: _Optional[int] = ..., omitted_hits: _Optional[int] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("message", "source", "score", "is_context", "run")
+    __slots__ = ("message", "source", "score", "is_context", "run", "explanation")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     IS_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     RUN_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
     message: Message
     source: Source
     score: float
     is_context: bool
     run: int
-    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., source: _Optional[_Union[Source, str]] = ..., score: _Optional[float] = ..., is_context: _Optional[bool] = ..., run: _Optional[int] = ...) -> None: ...
+    explanation: HitExplanation
+    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., source: _Optional[_Union[Source, str]] = ..., score: _Optional[float] = ..., is_context: _Optional[bool] = ..., run: _Optional[int] = ..., explanation: _Optional[_Union[HitExplanation, _Mapping]] = ...) -> None: ...
+
+class HitExplanation(_message.Message):
+    __slots__ = ("keyword_rank", "keyword_score", "semantic_rank", "semantic_similarity", "fused_score", "reranked", "rerank_score", "tier")
+    KEYWORD_RANK_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_SCORE_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_RANK_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    FUSED_SCORE_FIELD_NUMBER: _ClassVar[int]
+    RERANKED_FIELD_NUMBER: _ClassVar[int]
+    RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    keyword_rank: int
+    keyword_score: float
+    semantic_rank: int
+    semantic_similarity: float
+    fused_score: float
+    reranked: bool
+    rerank_score: float
+    tier: Source
+    def __init__(self, keyword_rank: _Optional[int] = ..., keyword_score: _Optional[float] = ..., semantic_rank: _Optional[int] = ..., semantic_similarity: _Optional[float] = ..., fused_score: _Optional[float] = ..., reranked: _Optional[bool] = ..., rerank_score: _Optional[float] = ..., tier: _Optional[_Union[Source, str]] = ...) -> None: ...
 
 class CompactRequest(_message.Message):
     __slots__ = ("session_id",)

@@ -10,7 +10,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/memory.proto.
  */
 export const file_memsvc_v1_memory: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEimQEKB01lc3NhZ2USCgoCaWQYASABKAQSHQoEcm9sZRgCIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSDgoGc2VuZGVyGAQgASgJEhkKEXNlbmRfYXRfdW5peF9uYW5vGAUgASgDEhEKCWVtYmVkZGluZxgGIAMoAhIUCgxwYXlsb2FkX2pzb24YByABKAkiYgoNQXBwZW5kUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIkgKDkFwcGVuZFJlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgiVAoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXF1ZXN0X3RleHQYAiABKAkSFQoNb21pdF9wYXlsb2FkcxgDIAEoCCK7AQoSR2V0Q29udGV4dFJlc3BvbnNlEiIKBndpbmRvdxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEigKDHR1cm5fY29udGV4dBgCIAEoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB3N1bW1hcnkYAyABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBvbWl0dGVkX21lc3NhZ2VzGAQgASgNEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkinQEKB1N1bW1hcnkSFQoNa2V5X2RlY2lzaW9ucxgBIAMoCRIzChBwYXN0X2Rpc2N1c3Npb25zGAIgAygLMhkubWVtc3ZjLnYxLlBhc3REaXNjdXNzaW9uEjgKEmN1cnJlbnRfZGlzY3Vzc2lvbhgDIAEoCzIcLm1lbXN2Yy52MS5DdXJyZW50RGlzY3Vzc2lvbhIMCgRqc29uGAQgASgJIl8KDlBhc3REaXNjdXNzaW9uEg0KBXRvcGljGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRIWCg5sYXN0X2Rpc2N1c3NlZBgEIAEoCSJgChFDdXJyZW50RGlzY3Vzc2lvbhINCgV0b3BpYxgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxwZXJzcGVjdGl2ZXMYAyABKAkSEQoJZGlyZWN0aW9uGAQgASgJIrcCCg1TZWFyY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcXVlcnkYAiABKAkSHwoFbWF0Y2gYAyABKA4yEC5tZW1zdmMudjEuTWF0Y2gSDQoFbGltaXQYBCABKA0SKAoKdGltZV9yYW5nZRgFIAEoDjIULm1lbXN2Yy52MS5UaW1lUmFuZ2USFwoPc2luY2VfdW5peF9uYW5vGAYgASgDEhcKD3VudGlsX3VuaXhfbmFubxgHIAEoAxIWCg5pbmNsdWRlX3dpbmRvdxgIIAEoCBIXCg9xdWVyeV9lbWJlZGRpbmcYCSADKAISGQoRcmVxdWlyZV9hbGxfd29yZHMYCiABKAgSFAoMd2l0aF9jb250ZXh0GAsgASgIEhUKDW9taXRfcGF5bG9hZHMYDCABKAgiXgoOU2VhcmNoUmVzcG9uc2USIgoEaGl0cxgBIAMoCzIULm1lbXN2Yy52MS5TZWFyY2hIaXQSEgoKdW5zZWFyY2hlZBgCIAEoDRIUCgxvbWl0dGVkX2hpdHMYAyABKA0igwEKCVNlYXJjaEhpdBIjCgdtZXNzYWdlGAEgASgLMhIubWVtc3ZjLnYxLk1lc3NhZ2USIQoGc291cmNlGAIgASgOMhEubWVtc3ZjLnYxLlNvdXJjZRINCgVzY29yZRgDIAEoAhISCgppc19jb250ZXh0GAQgASgIEgsKA3J1bhgFIAEoDSIkCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj4KD0NvbXBhY3RSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgNEhoKEnN0YXJ0X2F0X3VuaXhfbmFubxgCIAEoAyImChBTdW1tYXJpemVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRwoRU3VtbWFyaXplUmVzcG9uc2USDQoFY291bnQYASABKA0SIwoHc3VtbWFyeRgCIAEoCzISLm1lbXN2Yy52MS5TdW1tYXJ5IicKEUdldFN1bW1hcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiUwoSR2V0U3VtbWFyeVJlc3BvbnNlEiMKB3N1bW1hcnkYASABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBjdXJzb3JfdW5peF9uYW5vGAIgASgDIkYKDFJlc2V0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiIKBG1vZGUYAiABKA4yFC5tZW1zdmMudjEuUmVzZXRNb2RlIjQKDVJlc2V0UmVzcG9uc2USIwoHZGVsZXRlZBgBIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkIioKFFJlbW92ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPAoVUmVtb3ZlU2Vzc2lvblJlc3BvbnNlEiMKB2RlbGV0ZWQYASABKAsyEi5tZW1zdmMudjEuRGVsZXRlZCJgCgdEZWxldGVkEhgKEGhpc3RvcnlfbWVzc2FnZXMYASABKA0SGQoRYXJjaGl2ZWRfbWVzc2FnZXMYAiABKA0SDwoHdmVjdG9ycxgDIAEoDRIPCgdzdW1tYXJ5GAQgASgIIlkKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSGwoTc2Vzc2lvbl9pZF9jb250YWlucxgDIAEoCSJZChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIoCghzZXNzaW9ucxgBIAMoCzIWLm1lbXN2Yy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigwEKC1Nlc3Npb25JbmZvEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoDRIVCg1oaXN0b3J5X2J5dGVzGAMgASgEEh0KFWxhc3RfYXBwZW5kX3VuaXhfbmFubxgEIAEoAxITCgtoYXNfc3VtbWFyeRgFIAEoCCJ9ChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkSFAoMbmV3ZXN0X2ZpcnN0GAQgASgIEhUKDW9taXRfcGF5bG9hZHMYBSABKAgiVQoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USJAoIbWVzc2FnZXMYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoVRGVsZXRlTWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSCwoDaWRzGAIgAygEEgwKBGxhc3QYAyABKA0ifQoWRGVsZXRlTWVzc2FnZXNSZXNwb25zZRIkCghtZXNzYWdlcxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB2RlbGV0ZWQYAiABKAsyEi5tZW1zdmMudjEuRGVsZXRlZBIYChBjb250ZW50c19vbWl0dGVkGAMgASgNIp8BChZSZXBsYWNlTWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSJAoIbWVzc2FnZXMYAiADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkSHQoQZXhwZWN0ZWRfbGFzdF9pZBgEIAEoBEgAiAEBQhMKEV9leHBlY3RlZF9sYXN0X2lkInYKF1JlcGxhY2VNZXNzYWdlc1Jlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgSIwoHZGVsZXRlZBgDIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAxINCglST0xFX1RPT0wQBCpXCgVNYXRjaBIVChFNQVRDSF9VTlNQRUNJRklFRBAAEhIKDk1BVENIX1NFTUFOVElDEAESEQoNTUFUQ0hfS0VZV09SRBACEhAKDE1BVENIX0hZQlJJRBADKo8BCglUaW1lUmFuZ2USGgoWVElNRV9SQU5HRV9VTlNQRUNJRklFRBAAEhIKDlRJTUVfUkFOR0VfQUxMEAESEgoOVElNRV9SQU5HRV9EQVkQAhITCg9USU1FX1JBTkdFX1dFRUsQAxIUChBUSU1FX1JBTkdFX01PTlRIEAQSEwoPVElNRV9SQU5HRV9ZRUFSEAUqRwoGU291cmNlEhYKElNPVVJDRV9VTlNQRUNJRklFRBAAEhEKDVNPVVJDRV9SRUNFTlQQARISCg5TT1VSQ0VfQVJDSElWRRACKlMKCVJlc2V0TW9kZRIaChZSRVNFVF9NT0RFX1VOU1BFQ0lGSUVEEAASFgoSUkVTRVRfTU9ERV9TVU1NQVJZEAESEgoOUkVTRVRfTU9ERV9BTEwQAjK4BwoNTWVtb3J5U2VydmljZRI9CgZBcHBlbmQSGC5tZW1zdmMudjEuQXBwZW5kUmVxdWVzdBoZLm1lbXN2Yy52MS5BcHBlbmRSZXNwb25zZRJOCgpHZXRDb250ZXh0EhwubWVtc3ZjLnYxLkdldENvbnRleHRSZXF1ZXN0Gh0ubWVtc3ZjLnYxLkdldENvbnRleHRSZXNwb25zZSIDkAIBEkIKBlNlYXJjaBIYLm1lbXN2Yy52MS5TZWFyY2hSZXF1ZXN0GhkubWVtc3ZjLnYxLlNlYXJjaFJlc3BvbnNlIgOQAgESRQoHQ29tcGFjdBIZLm1lbXN2Yy52MS5Db21wYWN0UmVxdWVzdBoaLm1lbXN2Yy52MS5Db21wYWN0UmVzcG9uc2UiA5ACAhJGCglTdW1tYXJpemUSGy5tZW1zdmMudjEuU3VtbWFyaXplUmVxdWVzdBocLm1lbXN2Yy52MS5TdW1tYXJpemVSZXNwb25zZRJOCgpHZXRTdW1tYXJ5EhwubWVtc3ZjLnYxLkdldFN1bW1hcnlSZXF1ZXN0Gh0ubWVtc3ZjLnYxLkdldFN1bW1hcnlSZXNwb25zZSIDkAIBEj8KBVJlc2V0EhcubWVtc3ZjLnYxLlJlc2V0UmVxdWVzdBoYLm1lbXN2Yy52MS5SZXNldFJlc3BvbnNlIgOQAgISVwoNUmVtb3ZlU2Vzc2lvbhIfLm1lbXN2Yy52MS5SZW1vdmVTZXNzaW9uUmVxdWVzdBogLm1lbXN2Yy52MS5SZW1vdmVTZXNzaW9uUmVzcG9uc2UiA5ACAhJUCgxMaXN0U2Vzc2lvbnMSHi5tZW1zdmMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLm1lbXN2Yy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSIDkAIBElQKDExpc3RNZXNzYWdlcxIeLm1lbXN2Yy52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlIgOQAgESVQoORGVsZXRlTWVzc2FnZXMSIC5tZW1zdmMudjEuRGVsZXRlTWVzc2FnZXNSZXF1ZXN0GiEubWVtc3ZjLnYxLkRlbGV0ZU1lc3NhZ2VzUmVzcG9uc2USWAoPUmVwbGFjZU1lc3NhZ2VzEiEubWVtc3ZjLnYxLlJlcGxhY2VNZXNzYWdlc1JlcXVlc3QaIi5tZW1zdmMudjEuUmVwbGFjZU1lc3NhZ2VzUmVzcG9uc2VCKVonbWVtc3ZjLmRldi9jbGllbnRzL2dvL21lbXN2Y3YxO21lbXN2Y3YxYgZwcm90bzM");
+  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEimQEKB01lc3NhZ2USCgoCaWQYASABKAQSHQoEcm9sZRgCIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSDgoGc2VuZGVyGAQgASgJEhkKEXNlbmRfYXRfdW5peF9uYW5vGAUgASgDEhEKCWVtYmVkZGluZxgGIAMoAhIUCgxwYXlsb2FkX2pzb24YByABKAkiYgoNQXBwZW5kUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIkgKDkFwcGVuZFJlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgiVAoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXF1ZXN0X3RleHQYAiABKAkSFQoNb21pdF9wYXlsb2FkcxgDIAEoCCK7AQoSR2V0Q29udGV4dFJlc3BvbnNlEiIKBndpbmRvdxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEigKDHR1cm5fY29udGV4dBgCIAEoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB3N1bW1hcnkYAyABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBvbWl0dGVkX21lc3NhZ2VzGAQgASgNEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkinQEKB1N1bW1hcnkSFQoNa2V5X2RlY2lzaW9ucxgBIAMoCRIzChBwYXN0X2Rpc2N1c3Npb25zGAIgAygLMhkubWVtc3ZjLnYxLlBhc3REaXNjdXNzaW9uEjgKEmN1cnJlbnRfZGlzY3Vzc2lvbhgDIAEoCzIcLm1lbXN2Yy52MS5DdXJyZW50RGlzY3Vzc2lvbhIMCgRqc29uGAQgASgJIl8KDlBhc3REaXNjdXNzaW9uEg0KBXRvcGljGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRIWCg5sYXN0X2Rpc2N1c3NlZBgEIAEoCSJgChFDdXJyZW50RGlzY3Vzc2lvbhINCgV0b3BpYxgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxwZXJzcGVjdGl2ZXMYAyABKAkSEQoJZGlyZWN0aW9uGAQgASgJIsgCCg1TZWFyY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcXVlcnkYAiABKAkSHwoFbWF0Y2gYAyABKA4yEC5tZW1zdmMudjEuTWF0Y2gSDQoFbGltaXQYBCABKA0SKAoKdGltZV9yYW5nZRgFIAEoDjIULm1lbXN2Yy52MS5UaW1lUmFuZ2USFwoPc2luY2VfdW5peF9uYW5vGAYgASgDEhcKD3VudGlsX3VuaXhfbmFubxgHIAEoAxIWCg5pbmNsdWRlX3dpbmRvdxgIIAEoCBIXCg9xdWVyeV9lbWJlZGRpbmcYCSADKAISGQoRcmVxdWlyZV9hbGxfd29yZHMYCiABKAgSFAoMd2l0aF9jb250ZXh0GAsgASgIEhUKDW9taXRfcGF5bG9hZHMYDCABKAgSDwoHZXhwbGFpbhgNIAEoCCJeCg5TZWFyY2hSZXNwb25zZRIiCgRoaXRzGAEgAygLMhQubWVtc3ZjLnYxLlNlYXJjaEhpdBISCgp1bnNlYXJjaGVkGAIgASgNEhQKDG9taXR0ZWRfaGl0cxgDIAEoDSKzAQoJU2VhcmNoSGl0EiMKB21lc3NhZ2UYASABKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIhCgZzb3VyY2UYAiABKA4yES5tZW1zdmMudjEuU291cmNlEg0KBXNjb3JlGAMgASgCEhIKCmlzX2NvbnRleHQYBCABKAgSCwoDcnVuGAUgASgNEi4KC2V4cGxhbmF0aW9uGAYgASgLMhkubWVtc3ZjLnYxLkhpdEV4cGxhbmF0aW9uIs8BCg5IaXRFeHBsYW5hdGlvbhIUCgxrZXl3b3JkX3JhbmsYASABKA0SFQoNa2V5d29yZF9zY29yZRgCIAEoAhIVCg1zZW1hbnRpY19yYW5rGAMgASgNEhsKE3NlbWFudGljX3NpbWlsYXJpdHkYBCABKAISEwoLZnVzZWRfc2NvcmUYBSABKAISEAoIcmVyYW5rZWQYBiABKAgSFAoMcmVyYW5rX3Njb3JlGAcgASgCEh8KBHRpZXIYCCABKA4yES5tZW1zdmMudjEuU291cmNlIiQKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPgoPQ29tcGFjdFJlc3BvbnNlEg8KB3JlbW92ZWQYASABKA0SGgoSc3RhcnRfYXRfdW5peF9uYW5vGAIgASgDIiYKEFN1bW1hcml6ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJHChFTdW1tYXJpemVSZXNwb25zZRINCgVjb3VudBgBIAEoDRIjCgdzdW1tYXJ5GAIgASgLMhIubWVtc3ZjLnYxLlN1bW1hcnkiJwoRR2V0U3VtbWFyeVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJTChJHZXRTdW1tYXJ5UmVzcG9uc2USIwoHc3VtbWFyeRgBIAEoCzISLm1lbXN2Yy52MS5TdW1tYXJ5EhgKEGN1cnNvcl91bml4X25hbm8YAiABKAMiRgoMUmVzZXRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSIgoEbW9kZRgCIAEoDjIULm1lbXN2Yy52MS5SZXNldE1vZGUiNAoNUmVzZXRSZXNwb25zZRIjCgdkZWxldGVkGAEgASgLMhIubWVtc3ZjLnYxLkRlbGV0ZWQiKgoUUmVtb3ZlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI8ChVSZW1vdmVTZXNzaW9uUmVzcG9uc2USIwoHZGVsZXRlZBgBIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkImAKB0RlbGV0ZWQSGAoQaGlzdG9yeV9tZXNzYWdlcxgBIAEoDRIZChFhcmNoaXZlZF9tZXNzYWdlcxgCIAEoDRIPCgd2ZWN0b3JzGAMgASgNEg8KB3N1bW1hcnkYBCABKAgiWQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRIbChNzZXNzaW9uX2lkX2NvbnRhaW5zGAMgASgJIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYubWVtc3ZjLnYxLlNlc3Npb25JbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKDAQoLU2Vzc2lvbkluZm8SEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1tZXNzYWdlX2NvdW50GAIgASgNEhUKDWhpc3RvcnlfYnl0ZXMYAyABKAQSHQoVbGFzdF9hcHBlbmRfdW5peF9uYW5vGAQgASgDEhMKC2hhc19zdW1tYXJ5GAUgASgIIn0KE0xpc3RNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCRIUCgxuZXdlc3RfZmlyc3QYBCABKAgSFQoNb21pdF9wYXlsb2FkcxgFIAEoCCJVChRMaXN0TWVzc2FnZXNSZXNwb25zZRIkCghtZXNzYWdlcxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJGChVEZWxldGVNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRILCgNpZHMYAiADKAQSDAoEbGFzdBgDIAEoDSJ9ChZEZWxldGVNZXNzYWdlc1Jlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USIwoHZGVsZXRlZBgCIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkEhgKEGNvbnRlbnRzX29taXR0ZWQYAyABKA0inwEKFlJlcGxhY2VNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIkCghtZXNzYWdlcxgCIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCRIdChBleHBlY3RlZF9sYXN0X2lkGAQgASgESACIAQFCEwoRX2V4cGVjdGVkX2xhc3RfaWQidgoXUmVwbGFjZU1lc3NhZ2VzUmVzcG9uc2USJAoIbWVzc2FnZXMYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIQCghyZXBsYXllZBgCIAEoCBIjCgdkZWxldGVkGAMgASgLMhIubWVtc3ZjLnYxLkRlbGV0ZWQqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEKlcKBU1hdGNoEhUKEU1BVENIX1VOU1BFQ0lGSUVEEAASEgoOTUFUQ0hfU0VNQU5USUMQARIRCg1NQVRDSF9LRVlXT1JEEAISEAoMTUFUQ0hfSFlCUklEEAMqjwEKCVRpbWVSYW5nZRIaChZUSU1FX1JBTkdFX1VOU1BFQ0lGSUVEEAASEgoOVElNRV9SQU5HRV9BTEwQARISCg5USU1FX1JBTkdFX0RBWRACEhMKD1RJTUVfUkFOR0VfV0VFSxADEhQKEFRJTUVfUkFOR0VfTU9OVEgQBBITCg9USU1FX1JBTkdFX1lFQVIQBSpaCgZTb3VyY2USFgoSU09VUkNFX1VOU1BFQ0lGSUVEEAASEQoNU09VUkNFX1JFQ0VOVBABEhIKDlNPVVJDRV9BUkNISVZFEAISEQoNU09VUkNFX1dJTkRPVxADKlMKCVJlc2V0TW9kZRIaChZSRVNFVF9NT0RFX1VOU1BFQ0lGSUVEEAASFgoSUkVTRVRfTU9ERV9TVU1NQVJZEAESEgoOUkVTRVRfTU9ERV9BTEwQAjK4BwoNTWVtb3J5U2VydmljZRI9CgZBcHBlbmQSGC5tZW1zdmMudjEuQXBwZW5kUmVxdWVzdBoZLm1lbXN2Yy52MS5BcHBlbmRSZXNwb25zZRJOCgpHZXRDb250ZXh0EhwubWVtc3ZjLnYxLkdldENvbnRleHRSZXF1ZXN0Gh0ubWVtc3ZjLnYxLkdldENvbnRleHRSZXNwb25zZSIDkAIBEkIKBlNlYXJjaBIYLm1lbXN2Yy52MS5TZWFyY2hSZXF1ZXN0GhkubWVtc3ZjLnYxLlNlYXJjaFJlc3BvbnNlIgOQAgESRQoHQ29tcGFjdBIZLm1lbXN2Yy52MS5Db21wYWN0UmVxdWVzdBoaLm1lbXN2Yy52MS5Db21wYWN0UmVzcG9uc2UiA5ACAhJGCglTdW1tYXJpemUSGy5tZW1zdmMudjEuU3VtbWFyaXplUmVxdWVzdBocLm1lbXN2Yy52MS5TdW1tYXJpemVSZXNwb25zZRJOCgpHZXRTdW1tYXJ5EhwubWVtc3ZjLnYxLkdldFN1bW1hcnlSZXF1ZXN0Gh0ubWVtc3ZjLnYxLkdldFN1bW1hcnlSZXNwb25zZSIDkAIBEj8KBVJlc2V0EhcubWVtc3ZjLnYxLlJlc2V0UmVxdWVzdBoYLm1lbXN2Yy52MS5SZXNldFJlc3BvbnNlIgOQAgISVwoNUmVtb3ZlU2Vzc2lvbhIfLm1lbXN2Yy52MS5SZW1vdmVTZXNzaW9uUmVxdWVzdBogLm1lbXN2Yy52MS5SZW1vdmVTZXNzaW9uUmVzcG9uc2UiA5ACAhJUCgxMaXN0U2Vzc2lvbnMSHi5tZW1zdmMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLm1lbXN2Yy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSIDkAIBElQKDExpc3RNZXNzYWdlcxIeLm1lbXN2Yy52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlIgOQAgESVQoORGVsZXRlTWVzc2FnZXMSIC5tZW1zdmMudjEuRGVsZXRlTWVzc2FnZXNSZXF1ZXN0GiEubWVtc3ZjLnYxLkRlbGV0ZU1lc3NhZ2VzUmVzcG9uc2USWAoPUmVwbGFjZU1lc3NhZ2VzEiEubWVtc3ZjLnYxLlJlcGxhY2VNZXNzYWdlc1JlcXVlc3QaIi5tZW1zdmMudjEuUmVwbGFjZU1lc3NhZ2VzUmVzcG9uc2VCKVonbWVtc3ZjLmRldi9jbGllbnRzL2dvL21lbXN2Y3YxO21lbXN2Y3YxYgZwcm90bzM");
 
 /**
  * Message is one stored conversation message.
@@ -474,6 +474,14 @@ export type SearchRequest = Message$1<"memsvc.v1.SearchRequest"> & {
    * @generated from field: bool omit_payloads = 12;
    */
   omitPayloads: boolean;
+
+  /**
+   * True to say why each match was found: its SearchHit.explanation. Off
+   * (the default), hits carry none and the reply is as without it.
+   *
+   * @generated from field: bool explain = 13;
+   */
+  explain: boolean;
 };
 
 /**
@@ -581,6 +589,14 @@ export type SearchHit = Message$1<"memsvc.v1.SearchHit"> & {
    * @generated from field: uint32 run = 5;
    */
   run: number;
+
+  /**
+   * With SearchRequest.explain: why this match was found. Unset for context
+   * messages and without explain.
+   *
+   * @generated from field: memsvc.v1.HitExplanation explanation = 6;
+   */
+  explanation?: HitExplanation | undefined;
 };
 
 /**
@@ -589,6 +605,85 @@ export type SearchHit = Message$1<"memsvc.v1.SearchHit"> & {
  */
 export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
   messageDesc(file_memsvc_v1_memory, 10);
+
+/**
+ * HitExplanation says where a match ranked in each list a search drew on,
+ * with what score, and which tier holds it.
+ *
+ * @generated from message memsvc.v1.HitExplanation
+ */
+export type HitExplanation = Message$1<"memsvc.v1.HitExplanation"> & {
+  /**
+   * Keyword and hybrid: the match's place in the keyword ranking, 1 for the
+   * best; 0 when the keyword search did not find it (or did not run).
+   *
+   * @generated from field: uint32 keyword_rank = 1;
+   */
+  keywordRank: number;
+
+  /**
+   * Its BM25 score in that ranking (recent and archived messages on one
+   * scale); 0 when keyword_rank is 0.
+   *
+   * @generated from field: float keyword_score = 2;
+   */
+  keywordScore: number;
+
+  /**
+   * Semantic and hybrid: the match's place in the semantic ranking, 1 for
+   * the nearest; 0 when the semantic search did not find it (or did not run).
+   *
+   * @generated from field: uint32 semantic_rank = 3;
+   */
+  semanticRank: number;
+
+  /**
+   * Its similarity to the query in that ranking (the vector index's score,
+   * higher nearer); 0 when semantic_rank is 0.
+   *
+   * @generated from field: float semantic_similarity = 4;
+   */
+  semanticSimilarity: number;
+
+  /**
+   * Hybrid: the fused score of the two rankings, by which candidates were
+   * ordered before any rerank; 0 for other modes.
+   *
+   * @generated from field: float fused_score = 5;
+   */
+  fusedScore: number;
+
+  /**
+   * Hybrid: true when the reranker ran and scored this match.
+   *
+   * @generated from field: bool reranked = 6;
+   */
+  reranked: boolean;
+
+  /**
+   * The reranker's relevance score when reranked (it is then the hit's
+   * score); 0 otherwise.
+   *
+   * @generated from field: float rerank_score = 7;
+   */
+  rerankScore: number;
+
+  /**
+   * The tier holding the message when it was found: SOURCE_WINDOW (the
+   * current window), SOURCE_RECENT (the rest of history.json) or
+   * SOURCE_ARCHIVE.
+   *
+   * @generated from field: memsvc.v1.Source tier = 8;
+   */
+  tier: Source;
+};
+
+/**
+ * Describes the message memsvc.v1.HitExplanation.
+ * Use `create(HitExplanationSchema)` to create a new message.
+ */
+export const HitExplanationSchema: GenMessage<HitExplanation> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 11);
 
 /**
  * CompactRequest compacts a session's recent history.
@@ -609,7 +704,7 @@ export type CompactRequest = Message$1<"memsvc.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 11);
+  messageDesc(file_memsvc_v1_memory, 12);
 
 /**
  * CompactResponse says what Compact did.
@@ -638,7 +733,7 @@ export type CompactResponse = Message$1<"memsvc.v1.CompactResponse"> & {
  * Use `create(CompactResponseSchema)` to create a new message.
  */
 export const CompactResponseSchema: GenMessage<CompactResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 12);
+  messageDesc(file_memsvc_v1_memory, 13);
 
 /**
  * SummarizeRequest rebuilds a session's rolling summary now.
@@ -659,7 +754,7 @@ export type SummarizeRequest = Message$1<"memsvc.v1.SummarizeRequest"> & {
  * Use `create(SummarizeRequestSchema)` to create a new message.
  */
 export const SummarizeRequestSchema: GenMessage<SummarizeRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 13);
+  messageDesc(file_memsvc_v1_memory, 14);
 
 /**
  * SummarizeResponse is the result of a summary run.
@@ -687,7 +782,7 @@ export type SummarizeResponse = Message$1<"memsvc.v1.SummarizeResponse"> & {
  * Use `create(SummarizeResponseSchema)` to create a new message.
  */
 export const SummarizeResponseSchema: GenMessage<SummarizeResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 14);
+  messageDesc(file_memsvc_v1_memory, 15);
 
 /**
  * GetSummaryRequest reads a session's rolling summary.
@@ -708,7 +803,7 @@ export type GetSummaryRequest = Message$1<"memsvc.v1.GetSummaryRequest"> & {
  * Use `create(GetSummaryRequestSchema)` to create a new message.
  */
 export const GetSummaryRequestSchema: GenMessage<GetSummaryRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 15);
+  messageDesc(file_memsvc_v1_memory, 16);
 
 /**
  * GetSummaryResponse holds the rolling summary.
@@ -737,7 +832,7 @@ export type GetSummaryResponse = Message$1<"memsvc.v1.GetSummaryResponse"> & {
  * Use `create(GetSummaryResponseSchema)` to create a new message.
  */
 export const GetSummaryResponseSchema: GenMessage<GetSummaryResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 16);
+  messageDesc(file_memsvc_v1_memory, 17);
 
 /**
  * ResetRequest clears a session's conversation.
@@ -765,7 +860,7 @@ export type ResetRequest = Message$1<"memsvc.v1.ResetRequest"> & {
  * Use `create(ResetRequestSchema)` to create a new message.
  */
 export const ResetRequestSchema: GenMessage<ResetRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 17);
+  messageDesc(file_memsvc_v1_memory, 18);
 
 /**
  * ResetResponse says what Reset deleted.
@@ -786,7 +881,7 @@ export type ResetResponse = Message$1<"memsvc.v1.ResetResponse"> & {
  * Use `create(ResetResponseSchema)` to create a new message.
  */
 export const ResetResponseSchema: GenMessage<ResetResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 18);
+  messageDesc(file_memsvc_v1_memory, 19);
 
 /**
  * RemoveSessionRequest deletes a session.
@@ -807,7 +902,7 @@ export type RemoveSessionRequest = Message$1<"memsvc.v1.RemoveSessionRequest"> &
  * Use `create(RemoveSessionRequestSchema)` to create a new message.
  */
 export const RemoveSessionRequestSchema: GenMessage<RemoveSessionRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 19);
+  messageDesc(file_memsvc_v1_memory, 20);
 
 /**
  * RemoveSessionResponse says what RemoveSession deleted.
@@ -828,7 +923,7 @@ export type RemoveSessionResponse = Message$1<"memsvc.v1.RemoveSessionResponse">
  * Use `create(RemoveSessionResponseSchema)` to create a new message.
  */
 export const RemoveSessionResponseSchema: GenMessage<RemoveSessionResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 20);
+  messageDesc(file_memsvc_v1_memory, 21);
 
 /**
  * Deleted counts what a Reset, RemoveSession or DeleteMessages deleted in
@@ -871,7 +966,7 @@ export type Deleted = Message$1<"memsvc.v1.Deleted"> & {
  * Use `create(DeletedSchema)` to create a new message.
  */
 export const DeletedSchema: GenMessage<Deleted> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 21);
+  messageDesc(file_memsvc_v1_memory, 22);
 
 /**
  * ListSessionsRequest pages through the stored sessions.
@@ -906,7 +1001,7 @@ export type ListSessionsRequest = Message$1<"memsvc.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 22);
+  messageDesc(file_memsvc_v1_memory, 23);
 
 /**
  * ListSessionsResponse is one page of sessions.
@@ -934,7 +1029,7 @@ export type ListSessionsResponse = Message$1<"memsvc.v1.ListSessionsResponse"> &
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 23);
+  messageDesc(file_memsvc_v1_memory, 24);
 
 /**
  * SessionInfo describes one stored session.
@@ -983,7 +1078,7 @@ export type SessionInfo = Message$1<"memsvc.v1.SessionInfo"> & {
  * Use `create(SessionInfoSchema)` to create a new message.
  */
 export const SessionInfoSchema: GenMessage<SessionInfo> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 24);
+  messageDesc(file_memsvc_v1_memory, 25);
 
 /**
  * ListMessagesRequest pages through a session's stored messages.
@@ -1040,7 +1135,7 @@ export type ListMessagesRequest = Message$1<"memsvc.v1.ListMessagesRequest"> & {
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 25);
+  messageDesc(file_memsvc_v1_memory, 26);
 
 /**
  * ListMessagesResponse is one page of messages.
@@ -1068,7 +1163,7 @@ export type ListMessagesResponse = Message$1<"memsvc.v1.ListMessagesResponse"> &
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 26);
+  messageDesc(file_memsvc_v1_memory, 27);
 
 /**
  * DeleteMessagesRequest names the messages to delete: ids, or the newest
@@ -1104,7 +1199,7 @@ export type DeleteMessagesRequest = Message$1<"memsvc.v1.DeleteMessagesRequest">
  * Use `create(DeleteMessagesRequestSchema)` to create a new message.
  */
 export const DeleteMessagesRequestSchema: GenMessage<DeleteMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 27);
+  messageDesc(file_memsvc_v1_memory, 28);
 
 /**
  * DeleteMessagesResponse says what DeleteMessages deleted.
@@ -1144,7 +1239,7 @@ export type DeleteMessagesResponse = Message$1<"memsvc.v1.DeleteMessagesResponse
  * Use `create(DeleteMessagesResponseSchema)` to create a new message.
  */
 export const DeleteMessagesResponseSchema: GenMessage<DeleteMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 28);
+  messageDesc(file_memsvc_v1_memory, 29);
 
 /**
  * ReplaceMessagesRequest names a session and the history it holds from now on.
@@ -1193,7 +1288,7 @@ export type ReplaceMessagesRequest = Message$1<"memsvc.v1.ReplaceMessagesRequest
  * Use `create(ReplaceMessagesRequestSchema)` to create a new message.
  */
 export const ReplaceMessagesRequestSchema: GenMessage<ReplaceMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 29);
+  messageDesc(file_memsvc_v1_memory, 30);
 
 /**
  * ReplaceMessagesResponse acknowledges the new history.
@@ -1231,7 +1326,7 @@ export type ReplaceMessagesResponse = Message$1<"memsvc.v1.ReplaceMessagesRespon
  * Use `create(ReplaceMessagesResponseSchema)` to create a new message.
  */
 export const ReplaceMessagesResponseSchema: GenMessage<ReplaceMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 30);
+  messageDesc(file_memsvc_v1_memory, 31);
 
 /**
  * Role says who wrote a message.
@@ -1405,6 +1500,15 @@ export enum Source {
    * @generated from enum value: SOURCE_ARCHIVE = 2;
    */
   ARCHIVE = 2,
+
+  /**
+   * The current window: the newest messages of history.json, those
+   * GetContext returns. Only in HitExplanation.tier; a hit's own source
+   * says SOURCE_RECENT for them.
+   *
+   * @generated from enum value: SOURCE_WINDOW = 3;
+   */
+  WINDOW = 3,
 }
 
 /**
