@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from memsvc.core.errors import InvalidSetting
 
@@ -115,8 +116,10 @@ class BertEncoder:
     def load(self) -> None:
         if self._loaded is not None:
             return
-        # One core embeds; the other stays free to serve (tokenizers would start a thread per core).
+        # One core embeds; the other stays free to serve (tokenizers would start a thread per core, and
+        # OpenBLAS's threads spin on a busy machine: the passes' products are too small to share).
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        threadpool_limits(1, user_api="blas")
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 

@@ -4,7 +4,8 @@ written without.
 
 Owns how the two meet in one vector space: each vector is the model's 384
 values scaled by sqrt(1 - s) followed by the builtin embedder's 256 scaled by
-sqrt(s), where s is the text's share of letters in scripts without spaces.
+sqrt(s), where s is the text's share of letters in scripts without spaces (1 from
+one half on).
 An English text is then the model alone, a Chinese one the builtin features
 alone (which is what they had before; the model, trained on English, ranks
 them worse), and mixed text a blend; every vector stays unit length. Must
@@ -24,6 +25,8 @@ from memsvc.vectors.embedders.builtin import BuiltinEmbedder, no_space_share
 
 BUILTIN_PART = 256
 "Dimensions of the builtin features in each vector: the builtin embedder's default, so Chinese ranks as before."
+DOMINANT_SHARE = 0.5
+"From this share of letters in scripts without spaces on, a text gets the builtin features alone."
 
 
 class MiniLMEmbedder(Embedder):
@@ -50,6 +53,9 @@ class MiniLMEmbedder(Embedder):
             return out
         self.warm()
         share = no_space_share(texts)
+        # Text mostly in such scripts is theirs alone: a few Latin letters ("Bart在圣诞节晚会上跳舞") would
+        # otherwise blend in the model's reading of Chinese, which ranked MADial's Chinese half worse.
+        share[share >= DOMINANT_SHARE] = 1.0
         # Text wholly in a script without spaces skips the model: it would be weighted zero.
         modelled = np.flatnonzero(share < 1.0)
         if len(modelled):
