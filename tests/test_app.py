@@ -17,7 +17,8 @@ from memsvc.window.incoming import NewMessage
 
 
 def settings(tmp_path: Path, **values: str) -> config.Settings:
-    return config.load({"data_dir": str(tmp_path / "data"), "archive_commit_seconds": "0.01", **values}, environ={})
+    return config.load({"data_dir": str(tmp_path / "data"), "archive_commit_seconds": "0.01", "embedder": "builtin",
+                        **values}, environ={})
 
 
 def test_an_append_reaches_every_tier_and_close_stops_every_thread(tmp_path: Path):

@@ -81,8 +81,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     "Time an HTTP request has to send its whole body once its headers are in."
     archive_commit_seconds: float = 1.0
     "Longest time the archive gathers appended messages before one commit."
-    embedder: Literal["builtin", "sentence-transformers", "openai"] = "builtin"
-    "Embedding provider for semantic search."
+    embedder: Literal["all-minilm-l6-v2", "builtin", "sentence-transformers", "openai"] = "all-minilm-l6-v2"
+    "Embedding provider for semantic search: all-minilm-l6-v2 (the model, run without torch; Chinese and Japanese "
+    "text keeps the builtin features), builtin (feature hashing: words, not meaning; smallest), sentence-transformers "
+    "(torch; the local-model extra), openai (an HTTP endpoint)."
     embedding_model: str = ""
     "Embedding model name (sentence-transformers or openai)."
     embedding_base_url: str = ""

@@ -289,8 +289,13 @@ class VectorStore:
             log.exception("embedder failed to load")
         while (state := self._next(self._ready)) is not None:
             # Let a busy session gather a batch: one embedding call and one tail write for many
-            # messages, instead of one each competing with the server's threads for the GIL.
-            time.sleep(EMBED_GATHER_SECONDS)
+            # messages, instead of one each competing with the server's threads for the GIL. While
+            # other sessions wait their turn, embedding them is this one's gathering time: a catch-up
+            # of many freshly opened sessions then goes as fast as the embedder, not one sleep each.
+            with self._wake:
+                others_waiting = bool(self._ready)
+            if not others_waiting:
+                time.sleep(EMBED_GATHER_SECONDS)
             try:
                 more = self._embed_some(state)
             except Exception:

@@ -20,7 +20,7 @@ def test_defaults(monkeypatch):
     assert settings.listen == ["127.0.0.1:50051"]
     assert (settings.max_history_messages, settings.max_history_bytes, settings.max_message_bytes) == (
         16, 4 * 1024 * 1024, 1024 * 1024)
-    assert settings.embedder == "builtin" and settings.summary_model == ""
+    assert settings.embedder == "all-minilm-l6-v2" and settings.summary_model == ""
 
 
 def test_flags_beat_env_beat_file_beat_defaults(tmp_path: Path):

@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memsvc.core import config
 from memsvc_client import Client
-from tests.support import ROOT
+from tests.support import ROOT, TEST_EMBEDDER
 from tests.support.deploy import (
     container_environment,
     container_settings,
@@ -205,7 +205,7 @@ def test_a_server_started_with_the_pods_settings_serves_its_probes_and_socket(tm
     token_file = Path(environment["MEMSVC_TOKEN_FILE"])
     token_file.parent.mkdir(parents=True)
     token_file.write_text("pod-token\n")
-    process = subprocess.Popen([sys.executable, "-m", "memsvc", "serve", *sidecar().get("args", [])],
+    process = subprocess.Popen([sys.executable, "-m", "memsvc", "serve", *sidecar().get("args", []), *TEST_EMBEDDER],
                                env={"PATH": "", **environment}, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None

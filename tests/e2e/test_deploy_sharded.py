@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from memsvc_client import Client
-from tests.support import ROOT
+from tests.support import ROOT, TEST_EMBEDDER
 from tests.support.deploy import (
     container_environment,
     container_settings,
@@ -162,8 +162,8 @@ def test_a_server_started_with_shard_zeros_settings_serves_as_memsvc_0(tmp_path:
             "MEMSVC_LESSONS_PASSWORD_FILE": str(postgres.password_file)})
         assert set(environment) >= {f"MEMSVC_{name.upper()}" for name in ("lessons_backend", "shard_name")}
         (tmp_path / "token").write_text("shard-token\n")
-        process = subprocess.Popen([sys.executable, "-m", "memsvc", "serve"], env={"PATH": "", **environment},
-                                   cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen([sys.executable, "-m", "memsvc", "serve", *TEST_EMBEDDER],
+                                   env={"PATH": "", **environment}, cwd=ROOT, stderr=subprocess.PIPE, text=True)
         try:
             assert process.stderr is not None
             serving = next(entry for line in process.stderr if (entry := json.loads(line)).get("event") == "serving")

@@ -338,7 +338,7 @@ def test_the_purge_job_deletes_expired_lessons_on_its_schedule(lessons: Lessons,
 
 
 def test_the_server_builds_the_backend_and_registers_the_purge_job_with_its_setting(lessons_backend, data_dir):
-    settings = config.load({"data_dir": str(data_dir), "error_purge_schedule": "5 4 * * *",
+    settings = config.load({"data_dir": str(data_dir), "error_purge_schedule": "5 4 * * *", "embedder": "builtin",
                             **lessons_backend.settings}, environ={})
     app = App(settings)
     try:

@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memsvc_client import Client, MemsvcError
-from tests.support import ROOT
+from tests.support import ROOT, TEST_EMBEDDER
 
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
@@ -26,8 +26,8 @@ class Startup:
     """A server process whose stderr events are read one at a time."""
 
     def __init__(self, *args: str):
-        self.process = subprocess.Popen([sys.executable, "-m", "memsvc", "serve", *args], stderr=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
+        self.process = subprocess.Popen([sys.executable, "-m", "memsvc", "serve", *TEST_EMBEDDER, *args],
+                                        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
 
     def until(self, event: str) -> dict:
         assert self.process.stderr is not None

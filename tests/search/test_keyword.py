@@ -18,7 +18,8 @@ from memsvc.window.incoming import NewMessage
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
-    built = App(config.load({"data_dir": str(tmp_path / "data"), "archive_commit_seconds": "0.01"}, environ={}))
+    built = App(config.load({"data_dir": str(tmp_path / "data"), "archive_commit_seconds": "0.01",
+                             "embedder": "builtin"}, environ={}))
     try:
         yield built
     finally:

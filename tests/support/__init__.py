@@ -34,7 +34,7 @@ from memsvc.summary.summarizer import Summarizer
 from memsvc.window.appender import Appender
 from memsvc.window.incoming import NewMessage
 from memsvc_client import Client, MemsvcError
-from tests.support.inprocess import InProcessServer
+from tests.support.inprocess import TEST_EMBEDDER, InProcessServer
 from tests.support.logs_and_health import Readable, log_entry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,8 @@ class ServerProcess(Readable):
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(self.data_dir),
-                "--listen", f"127.0.0.1:{self.tcp_port}", "--listen", f"unix://{self.socket_path}", *self.args]
+                "--listen", f"127.0.0.1:{self.tcp_port}", "--listen", f"unix://{self.socket_path}",
+                *TEST_EMBEDDER, *self.args]
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
         """Start it and wait for its "serving" line; RuntimeError with its log if it exits first or is not

@@ -97,6 +97,10 @@ class _OwnLines(logging.Handler):
         self.server.log_lines.append(self.format(record) + "\n")
 
 
+# Test servers of both kinds embed with the builtin features (instant, no model to load) unless the test's
+# own flags, which come after these, name another embedder: only the model's own tests pay for loading it.
+TEST_EMBEDDER = ("--embedder", "builtin")
+
 class InProcessServer(Readable):
     """`memsvc serve`'s server on an event loop thread of the test's process; knows its bound addresses."""
 
@@ -134,7 +138,7 @@ class InProcessServer(Readable):
         """What `memsvc serve` would run with, given these flags and this environment."""
         flags = vars(build_parser().parse_args([
             "serve", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.tcp_port}",
-            "--listen", f"unix://{self.socket_path}", *self.args]))
+            "--listen", f"unix://{self.socket_path}", *TEST_EMBEDDER, *self.args]))
         flags.pop("command")
         if flags.get("metrics_listen"):
             raise ValueError("the metrics registry is the process's: use a server process (AS_PROCESS)")

@@ -28,7 +28,7 @@ T0 = 1_735_732_800_000_000_000
 
 def make_app(root: Path, **values: str) -> App:
     return App(config.load({"data_dir": str(root), "archive_commit_seconds": "0.01", "max_history_messages": "2",
-                            **values}, environ={}))
+                            "embedder": "builtin", **values}, environ={}))
 
 
 @pytest.fixture

@@ -144,8 +144,8 @@ def test_http_embedder_cuts_overlong_inputs():
 
 
 def test_factory_reads_the_settings(tmp_path, monkeypatch):
-    assert isinstance(embedders.from_settings(Settings()), BuiltinEmbedder)
-    assert embedders.from_settings(Settings(embedding_dimensions=48)).dimension == 48
+    assert isinstance(embedders.from_settings(Settings(embedder="builtin")), BuiltinEmbedder)
+    assert embedders.from_settings(Settings(embedder="builtin", embedding_dimensions=48)).dimension == 48
     with pytest.raises(InvalidSetting, match="embedding_base_url"):
         embedders.from_settings(Settings(embedder="openai"))
     key_file = tmp_path / "key"

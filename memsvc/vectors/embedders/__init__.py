@@ -1,8 +1,10 @@
 """Embedders: text in, unit vectors out, chosen by the `embedder` setting.
 
-One module per provider: `builtin` (feature hashing, no download), `local`
-(a sentence-transformers model on disk) and `openai` (any OpenAI-compatible
-`/v1/embeddings` endpoint); `base` is the interface they share. This module
+One module per provider: `minilm` (the default: all-MiniLM-L6-v2 run by
+numpy, `bert`, from weights a package ships), `builtin` (feature hashing, no
+model), `local` (a sentence-transformers model on disk, with torch) and
+`openai` (any OpenAI-compatible `/v1/embeddings` endpoint); `base` is the
+interface they share. This module
 picks one from the settings. Must never store vectors or know about sessions.
 """
 
@@ -15,6 +17,7 @@ from memsvc.core.secrets import read_secret
 from memsvc.vectors.embedders.base import Embedder
 from memsvc.vectors.embedders.builtin import BuiltinEmbedder
 from memsvc.vectors.embedders.local import LocalModelEmbedder
+from memsvc.vectors.embedders.minilm import MiniLMEmbedder
 from memsvc.vectors.embedders.openai import HttpEmbedder
 
 API_KEY_ENV = "MEMSVC_EMBEDDING_API_KEY"
@@ -23,6 +26,8 @@ DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
 def from_settings(settings: Settings) -> Embedder:
     """The embedder the settings name; raises InvalidSetting before the server starts."""
+    if settings.embedder == "all-minilm-l6-v2":
+        return MiniLMEmbedder()
     if settings.embedder == "builtin":
         return BuiltinEmbedder(settings.embedding_dimensions)
     if settings.embedder == "sentence-transformers":

@@ -84,6 +84,20 @@ def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return found
 
 
+def no_space_share(texts: Sequence[str]) -> np.ndarray:
+    """Per text, the share of its letters that belong to scripts written without spaces (0 to 1)."""
+    classes, _ = _tables()
+    shares = np.zeros(len(texts), dtype=np.float32)
+    for row, text in enumerate(texts):
+        codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        kind = np.where(codes < 0x10000, classes[codes & 0xFFFF], _SEPARATOR)
+        kind[(codes >= _ASTRAL_IDEOGRAPHS[0]) & (codes <= _ASTRAL_IDEOGRAPHS[1])] = _SCRIPT_WITHOUT_SPACES
+        letters = np.count_nonzero(kind != _SEPARATOR)
+        if letters:
+            shares[row] = np.count_nonzero(kind == _SCRIPT_WITHOUT_SPACES) / letters
+    return shares
+
+
 class _Features:
     """The hashed features of a batch of texts, as parallel arrays."""
 
