@@ -164,8 +164,8 @@ class Reason(enum.StrEnum):
                            "A client-supplied embedding has more dimensions than any index holds.")
     EMBEDDING_DIMENSION_UNEXPECTED = (auto(), Kind.FAILED_PRECONDITION,
                                       "The embedder returned vectors of another dimension than configured.")
-    VECTOR_DIMENSION_MISMATCH = (auto(), Kind.FAILED_PRECONDITION,
-                                 "The session's vectors have another dimension than this embedding.")
+    VECTOR_DIMENSION_MISMATCH = (auto(), Kind.INVALID_ARGUMENT,
+                                 "A supplied embedding has another dimension than this server's embedder makes.")
     EMBEDDER_UNAVAILABLE = auto(), Kind.UNAVAILABLE, "The embedding provider cannot be reached; retry later."
     EMBEDDER_REJECTED = auto(), Kind.UNAVAILABLE, "The embedding provider refused the request."
 

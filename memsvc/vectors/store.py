@@ -30,7 +30,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from memsvc.core import durable, layout
-from memsvc.core.errors import FailedPrecondition, InvalidArgument, MemsvcError
+from memsvc.core.errors import InvalidArgument, MemsvcError
 from memsvc.core.reasons import Reason
 from memsvc.core.records import Record
 from memsvc.runtime import tracing
@@ -177,7 +177,7 @@ class VectorStore:
     def query_vector(self, values: list[float], field: str = "query_embedding") -> np.ndarray:
         vector = np.asarray(values, dtype=np.float32)
         if len(vector) != self.embedder.dimension:
-            raise FailedPrecondition(
+            raise InvalidArgument(
                 f"{field} has {len(vector)} dimensions; this server's index holds {self.embedder.dimension} "
                 f"({self.embedder.name})", reason=Reason.VECTOR_DIMENSION_MISMATCH,
                 metadata={"expected": str(self.embedder.dimension), "got": str(len(vector))})

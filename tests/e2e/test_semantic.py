@@ -142,7 +142,7 @@ def test_client_supplied_vectors_must_match_the_dimension(make_server):
     with server.client() as client:
         with pytest.raises(MemsvcError) as wrong:
             client.append("s", [dict(role="user", content="seven", embedding=[1.0] * 7)])
-        assert (wrong.value.code, wrong.value.reason) == (grpc.StatusCode.FAILED_PRECONDITION,
+        assert (wrong.value.code, wrong.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT,
                                                           "VECTOR_DIMENSION_MISMATCH")
         assert list(client.get_context("s").window) == []
         with pytest.raises(MemsvcError) as invalid:
@@ -154,7 +154,7 @@ def test_client_supplied_vectors_must_match_the_dimension(make_server):
         assert [(hit.message.id, round(hit.score, 4)) for hit in hits if not hit.is_context] == [(3, 1.0)]
         with pytest.raises(MemsvcError) as mismatch:
             client.search("s", "", query_embedding=[1.0] * 9)
-        assert (mismatch.value.code, mismatch.value.reason) == (grpc.StatusCode.FAILED_PRECONDITION,
+        assert (mismatch.value.code, mismatch.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT,
                                                                 "VECTOR_DIMENSION_MISMATCH")
         with pytest.raises(MemsvcError) as empty:
             client.search("s", "  ")
@@ -167,7 +167,9 @@ def test_client_supplied_vectors_must_match_the_dimension(make_server):
         assert [hit.message.id for hit in hits if not hit.is_context] == [4]
         with pytest.raises(MemsvcError) as old:
             client.search("s", "", query_embedding=axis[2])
-        assert old.value.reason == "VECTOR_DIMENSION_MISMATCH"
+        # a query embedding of the old embedder's dimension: a bad argument now, naming the dimension expected
+        assert (old.value.code, old.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "VECTOR_DIMENSION_MISMATCH")
+        assert old.value.metadata["expected"] == "16" and "16" in old.value.message
     # the index of the old dimension is replaced in the background
     wait_for(lambda: json.loads(_read(index_dir(server, "s") / "manifest.json") or "{}").get("dimension") == 16)
 

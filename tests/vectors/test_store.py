@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsvc.core.errors import FailedPrecondition, InvalidArgument
+from memsvc.core.errors import InvalidArgument
 from memsvc.core.records import Record
 from memsvc.core.units import NO_UPPER_BOUND
 from memsvc.vectors import files
@@ -284,7 +284,7 @@ def test_searches_embed_what_is_pending_up_to_a_limit(tmp_path):
 
 def test_client_supplied_vectors_are_checked_and_kept(harness):
     harness.store.recover("s", [])
-    with pytest.raises(FailedPrecondition) as wrong:
+    with pytest.raises(InvalidArgument) as wrong:
         harness.store.check("s", [[0.5] * 63])
     assert wrong.value.reason == "VECTOR_DIMENSION_MISMATCH"
     for bad in ([float("nan")] * 64, [0.0] * 64):

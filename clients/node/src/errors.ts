@@ -55,7 +55,7 @@ export class AlreadyExistsError extends MemsvcError {}
 export class PermissionDeniedError extends MemsvcError {}
 /** RESOURCE_EXHAUSTED: a size limit, a quota, overload, or a full disk (reason DISK_FULL). */
 export class ResourceExhaustedError extends MemsvcError {}
-/** FAILED_PRECONDITION: a setting is missing (no LLM configured) or a vector dimension differs. */
+/** FAILED_PRECONDITION: a setting is missing (no LLM configured). */
 export class FailedPreconditionError extends MemsvcError {}
 /** ABORTED. */
 export class AbortedError extends MemsvcError {}

@@ -58,7 +58,7 @@ class ResourceExhaustedError(MemsvcError):
 
 
 class FailedPreconditionError(MemsvcError):
-    """FAILED_PRECONDITION: a setting is missing (no LLM configured) or a vector dimension differs."""
+    """FAILED_PRECONDITION: a setting is missing (no LLM configured)."""
 
 
 class AbortedError(MemsvcError):
