@@ -54,7 +54,9 @@ class Served:
         path = ":".join(str(p) for p in (checkout, checkout / "clients/python/src") if p.exists())
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}"],
-            env={"PYTHONPATH": path, "PATH": "/usr/bin:/bin"}, cwd=checkout,
+            # The builtin embedder on every revision: since the default became a model, the semantic row would
+            # time the model's query embedding rather than the code around it.
+            env={"PYTHONPATH": path, "PATH": "/usr/bin:/bin", "MEMSVC_EMBEDDER": "builtin"}, cwd=checkout,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(self.channel).result(timeout=120)
