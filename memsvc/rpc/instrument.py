@@ -22,13 +22,14 @@ from google.rpc import error_details_pb2, status_pb2
 
 from memsvc.rpc.handlers import Behaviour, rewrap, shape
 from memsvc.runtime import metrics, tracing
+from memsvc.search.query import Query
 
 GRPC_TYPES = {"unary_unary": "unary", "unary_stream": "server_stream", "stream_unary": "client_stream",
               "stream_stream": "bidi_stream"}
 
 
-MATCH_KINDS = {0: "search_semantic", 1: "search_semantic", 2: "search_keyword", 3: "search_hybrid"}
-"SearchRequest.match (unset: semantic) -> the kind plotted."
+MATCH_KINDS = {1: "search_semantic", 2: "search_keyword", 3: "search_hybrid"}
+"SearchRequest.match -> the kind plotted; unset, the mode the domain resolves (`_search_kind`)."
 
 
 def observe_call(method: str, tenant: str, request: object, reply: object, seconds: float) -> None:
@@ -36,9 +37,18 @@ def observe_call(method: str, tenant: str, request: object, reply: object, secon
     if method == "Append":
         metrics.call_finished("append", tenant, seconds)
     elif method == "Search":
-        metrics.call_finished(MATCH_KINDS.get(getattr(request, "match", 0), "search_semantic"), tenant, seconds)
+        metrics.call_finished(_search_kind(request), tenant, seconds)
     elif method in ("LookupErrors", "SearchErrors"):
         metrics.call_finished("lookup_errors", tenant, seconds, len(getattr(reply, "records", ())))
+
+
+def _search_kind(request: object) -> str:
+    kind = MATCH_KINDS.get(getattr(request, "match", 0))
+    if kind is None:  # no match named: the domain's default, by the same rule (Query.mode)
+        unnamed = Query(session_id="", text=getattr(request, "query", ""),
+                        vector=[1.0] if getattr(request, "query_embedding", None) else [])
+        kind = f"search_{unnamed.mode}"
+    return kind
 
 
 class _Observation:

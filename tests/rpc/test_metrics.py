@@ -4,8 +4,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from memsvc.rpc.instrument import observe_call
 from memsvc.runtime import metrics
 from memsvc_client import MemsvcError
+from memsvc_client.v1 import memory_pb2 as pb
 from tests.support import scrape
 
 TOKEN = "metrics-test-token"
@@ -122,3 +124,13 @@ def test_archive_and_compaction_metrics(make_server):
     assert samples[("memsvc_compactions_total", frozenset({"trigger": "manual"}.items()))] == 1
     assert samples[("memsvc_archive_committed_operations_total", frozenset())] >= 3
     assert samples[("memsvc_archive_queue_depth", frozenset())] == 0
+
+
+def test_a_search_naming_no_match_is_plotted_as_the_mode_it_runs():
+    seen = []
+    metrics.listen_to_calls(lambda kind, *_: seen.append(kind))
+    for request in (pb.SearchRequest(session_id="s", query="when do we ship?"),
+                    pb.SearchRequest(session_id="s", query_embedding=[0.5, 0.5]),
+                    pb.SearchRequest(session_id="s", query="ship", match=pb.MATCH_KEYWORD)):
+        observe_call("Search", "default", request, None, 0.001)
+    assert seen == ["search_hybrid", "search_semantic", "search_keyword"]
