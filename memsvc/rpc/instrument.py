@@ -13,9 +13,11 @@ neither counted nor traced here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -23,6 +25,8 @@ from google.rpc import error_details_pb2, status_pb2
 from memsvc.rpc.handlers import Behaviour, rewrap, shape
 from memsvc.runtime import metrics, tracing
 from memsvc.search.query import Query
+
+T = TypeVar("T")
 
 GRPC_TYPES = {"unary_unary": "unary", "unary_stream": "server_stream", "stream_unary": "client_stream",
               "stream_stream": "bidi_stream"}
@@ -72,30 +76,40 @@ def _outcome(error: BaseException | None, context: grpc.aio.ServicerContext) -> 
     return grpc.StatusCode.UNKNOWN
 
 
-def _observed(behaviour: Behaviour, labels: tuple[str, str, str]) -> Behaviour:
+def _around(behaviour: Behaviour, begin: Callable[[object], contextlib.AbstractContextManager[T]],
+            end: Callable[[T, BaseException | None, grpc.aio.ServicerContext], None]) -> Behaviour:
+    """`behaviour` (unary or streaming) inside `begin(request)`, and `end(what it gave, the error the call
+    ended with or None, context)` once it is over: one shape for every observer of calls."""
     if inspect.isasyncgenfunction(behaviour):
         async def stream(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[object]:
-            observation, error = _Observation(labels), None
+            with begin(request) as began:
+                error = None
+                try:
+                    async for reply in behaviour(request, context):
+                        yield reply
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    end(began, error, context)
+        return stream
+
+    async def call(request: object, context: grpc.aio.ServicerContext) -> object:
+        with begin(request) as began:
+            error = None
             try:
-                async for reply in behaviour(request, context):
-                    yield reply
+                return await behaviour(request, context)
             except BaseException as exc:
                 error = exc
                 raise
             finally:
-                observation.finish(_outcome(error, context))
-        return stream
-
-    async def call(request: object, context: grpc.aio.ServicerContext) -> object:
-        observation, error = _Observation(labels), None
-        try:
-            return await behaviour(request, context)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            observation.finish(_outcome(error, context))
+                end(began, error, context)
     return call
+
+
+def _observed(behaviour: Behaviour, labels: tuple[str, str, str]) -> Behaviour:
+    return _around(behaviour, lambda _: contextlib.nullcontext(_Observation(labels)),
+                   lambda observation, error, context: observation.finish(_outcome(error, context)))
 
 
 class Metrics(grpc.aio.ServerInterceptor):
@@ -141,31 +155,8 @@ def _session(request: object) -> dict[str, tracing.Attribute]:
 
 def _spanned(behaviour: Behaviour, name: str, headers: dict[str, str],
              attributes: dict[str, tracing.Attribute]) -> Behaviour:
-    if inspect.isasyncgenfunction(behaviour):
-        async def stream(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[object]:
-            with tracing.served(name, headers, **attributes, **_session(request)) as noted:
-                error = None
-                try:
-                    async for reply in behaviour(request, context):
-                        yield reply
-                except BaseException as exc:
-                    error = exc
-                    raise
-                finally:
-                    _ended(noted, error, context)
-        return stream
-
-    async def call(request: object, context: grpc.aio.ServicerContext) -> object:
-        with tracing.served(name, headers, **attributes, **_session(request)) as noted:
-            error = None
-            try:
-                return await behaviour(request, context)
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
-                _ended(noted, error, context)
-    return call
+    return _around(behaviour, lambda request: tracing.served(name, headers, **attributes, **_session(request)),
+                   _ended)
 
 
 class Traces(grpc.aio.ServerInterceptor):
