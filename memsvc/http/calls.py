@@ -5,9 +5,11 @@ endpoint that calls the servicer's method of the same name, on the same
 servicer object the gRPC server runs, so request -> domain call -> reply is
 written once (memsvc/rpc) and served twice. A failure leaves the servicer as
 a `grpc.Status` (rpc/status.py decided it), which this module re-encodes as
-the Connect error of the same code with the same `ErrorInfo`. Must never
-decide what a call means or which error it is: the servicers and the domain
-do.
+the Connect error of the same code with the same `ErrorInfo`. Each call
+has the span a gRPC call has (rpc/instrument.py's attributes and status,
+under rpc.system "connect_rpc"), child of the caller's when its headers
+carry a W3C traceparent. Must never decide what a call means or which
+error it is: the servicers and the domain do.
 
 New RPCs need nothing here: every method of the descriptor is served, unary,
 server-streaming (ExportSession) or client-streaming (ImportSession).
@@ -15,8 +17,10 @@ server-streaming (ExportSession) or client-streaming (ImportSession).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
 import grpc
@@ -33,10 +37,10 @@ from grpc_status import rpc_status
 
 from memsvc.core.errors import MemsvcError
 from memsvc.http.gate import Gate
-from memsvc.rpc import audit
+from memsvc.rpc import audit, instrument
 from memsvc.rpc.access import AUTHORIZATION, TENANT_METADATA
-from memsvc.rpc.instrument import observe_call
 from memsvc.rpc.status import to_status
+from memsvc.runtime import tracing
 
 CODES: dict[grpc.StatusCode, Code] = {code: Code(code.name.lower().replace("cancelled", "canceled"))
                                       for code in grpc.StatusCode if code is not grpc.StatusCode.OK}
@@ -97,6 +101,46 @@ def connect_error(status: grpc.Status) -> ConnectError:
     return ConnectError(CODES[status.code], status.details, details)
 
 
+class _Traced:
+    """The span of one call over HTTP/JSON: the attributes and status of a gRPC call's span
+    (rpc/instrument.py), under the Connect protocol's name."""
+
+    def __init__(self, noted: tracing.Noted):
+        self.noted = noted
+        self.ended = False
+
+    def admitted(self, tenant: str) -> None:
+        self.noted.set(**{"memsvc.tenant": tenant})
+
+    def failed(self, status: grpc.Status) -> ConnectError:
+        """The Connect error the call ends with, noted on its span."""
+        error = connect_error(status)
+        self.noted.set(**{"rpc.connect_rpc.error_code": error.code.value})
+        instrument.note_outcome(self.noted, status.code, instrument.reason_in(status.trailing_metadata))
+        self.ended = True
+        return error
+
+    def finish(self, code: grpc.StatusCode) -> None:
+        if not self.ended:
+            instrument.note_outcome(self.noted, code, "")
+
+
+@contextlib.contextmanager
+def _traced(method: MethodDescriptor, context: RequestContext[Any, Any], request: object) -> Iterator[_Traced]:
+    headers = {key: value for key, value in context.request_headers().items() if key in instrument.TRACE_HEADERS}
+    attributes: dict[str, tracing.Attribute] = {
+        "rpc.system": "connect_rpc", "rpc.service": method.containing_service.full_name, "rpc.method": method.name,
+        **instrument.session_attributes(request)}
+    with tracing.served(method.name, headers, **attributes) as noted:
+        traced = _Traced(noted)
+        try:
+            yield traced
+        except (asyncio.CancelledError, GeneratorExit):
+            traced.finish(grpc.StatusCode.CANCELLED)
+            raise
+        traced.finish(grpc.StatusCode.OK)
+
+
 Behaviour = Callable[[Any, CallContext], Any]
 "A servicer method: (request or request stream, context) -> reply, or an async iterator of replies."
 
@@ -113,48 +157,52 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
 
     async def call(request: Any, context: RequestContext[Any, Any]) -> Message:
         call_context = CallContext(context)
-        try:
-            with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
-                outcome, reply, started = "CANCELLED", None, time.perf_counter()
-                try:
-                    reply = await behaviour(request, call_context)
-                    outcome = "OK"
-                    return reply
-                except Aborted as aborted:
-                    outcome = aborted.status.code.name
-                    raise
-                finally:
-                    audit.record(method.name, caller, tenant, audit.session_of(reply) or audit.session_of(request),
-                                 outcome)
-                    observe_call(method.name, tenant, request, reply, time.perf_counter() - started)
-        except MemsvcError as refused:  # by the gate
-            raise connect_error(to_status(refused)) from None
-        except Aborted as aborted:
-            raise connect_error(aborted.status) from None
-        finally:
-            call_context.done()
+        with _traced(method, context, request) as traced:
+            try:
+                with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
+                    traced.admitted(tenant)
+                    outcome, reply, started = "CANCELLED", None, time.perf_counter()
+                    try:
+                        reply = await behaviour(request, call_context)
+                        outcome = "OK"
+                        return reply
+                    except Aborted as aborted:
+                        outcome = aborted.status.code.name
+                        raise
+                    finally:
+                        audit.record(method.name, caller, tenant,
+                                     audit.session_of(reply) or audit.session_of(request), outcome)
+                        instrument.observe_call(method.name, tenant, request, reply, time.perf_counter() - started)
+            except MemsvcError as refused:  # by the gate
+                raise traced.failed(to_status(refused)) from None
+            except Aborted as aborted:
+                raise traced.failed(aborted.status) from None
+            finally:
+                call_context.done()
 
     async def stream(request: Message, context: RequestContext[Any, Any]) -> AsyncIterator[Message]:
         """A server stream: the gate admits it once, for as long as it runs."""
         call_context = CallContext(context)
-        try:
-            with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
-                outcome = "CANCELLED"
-                try:
-                    async for reply in behaviour(request, call_context):
-                        yield reply
-                    outcome = "OK"
-                except Aborted as aborted:
-                    outcome = aborted.status.code.name
-                    raise
-                finally:
-                    audit.record(method.name, caller, tenant, audit.session_of(request), outcome)
-        except MemsvcError as refused:
-            raise connect_error(to_status(refused)) from None
-        except Aborted as aborted:
-            raise connect_error(aborted.status) from None
-        finally:
-            call_context.done()
+        with _traced(method, context, request) as traced:
+            try:
+                with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
+                    traced.admitted(tenant)
+                    outcome = "CANCELLED"
+                    try:
+                        async for reply in behaviour(request, call_context):
+                            yield reply
+                        outcome = "OK"
+                    except Aborted as aborted:
+                        outcome = aborted.status.code.name
+                        raise
+                    finally:
+                        audit.record(method.name, caller, tenant, audit.session_of(request), outcome)
+            except MemsvcError as refused:
+                raise traced.failed(to_status(refused)) from None
+            except Aborted as aborted:
+                raise traced.failed(aborted.status) from None
+            finally:
+                call_context.done()
 
     if method.server_streaming:
         return Endpoint.server_stream(info, stream)

@@ -4,6 +4,7 @@ OpenTelemetry spans (memsvc/runtime/tracing.py).
 Owns the mapping of a call to `grpc_server_*` labels (type, service, method,
 status code), to its span's attributes (method, status code, ErrorInfo
 reason, the session id's hash; the tenant is added where admission learns it),
+what a span says of a call's end over either transport (`note_outcome`),
 and naming the calls the dashboard plots (`observe_call`, for gRPC and HTTP
 alike). Must never change a call's outcome: it observes and re-raises. Calls
 refused by `max_concurrent_rpcs` never reach an interceptor, so they are
@@ -16,8 +17,8 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, TypeVar
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -128,9 +129,9 @@ STATUS_DETAILS = "grpc-status-details-bin"
 "The trailing metadata rpc/status.py puts a google.rpc.Status with its ErrorInfo in."
 
 
-def _reason(context: grpc.aio.ServicerContext) -> str:
-    """The ErrorInfo reason a call ended with; empty when none."""
-    for key, value in context.trailing_metadata() or ():
+def reason_in(trailing_metadata: Iterable[tuple[str, Any]] | None) -> str:
+    """The ErrorInfo reason in a call's trailing metadata (where rpc/status.py puts it); empty when none."""
+    for key, value in trailing_metadata or ():
         if key == STATUS_DETAILS:
             for detail in status_pb2.Status.FromString(value).details:
                 info = error_details_pb2.ErrorInfo()
@@ -139,24 +140,30 @@ def _reason(context: grpc.aio.ServicerContext) -> str:
     return ""
 
 
-def _ended(noted: tracing.Noted, error: BaseException | None, context: grpc.aio.ServicerContext) -> None:
-    code = _outcome(error, context)
-    outcome: dict[str, tracing.Attribute] = {"rpc.grpc.status_code": code.value[0], "memsvc.status": code.name}
-    noted.set(**outcome)
+def note_outcome(noted: tracing.Noted, code: grpc.StatusCode, reason: str) -> None:
+    """What every RPC's span says of its end, over either transport: the status's name, and its reason when
+    it failed."""
+    noted.set(**{"memsvc.status": code.name})
     if code != grpc.StatusCode.OK:
-        noted.set(**{"memsvc.reason": _reason(context)})
+        noted.set(**{"memsvc.reason": reason})
         noted.failed(code.name)
 
 
-def _session(request: object) -> dict[str, tracing.Attribute]:
+def _ended(noted: tracing.Noted, error: BaseException | None, context: grpc.aio.ServicerContext) -> None:
+    code = _outcome(error, context)
+    noted.set(**{"rpc.grpc.status_code": code.value[0]})
+    note_outcome(noted, code, "" if code == grpc.StatusCode.OK else reason_in(context.trailing_metadata()))
+
+
+def session_attributes(request: object) -> dict[str, tracing.Attribute]:
     session_id = getattr(request, "session_id", "")
     return {"memsvc.session": tracing.session_hash(session_id)} if isinstance(session_id, str) and session_id else {}
 
 
 def _spanned(behaviour: Behaviour, name: str, headers: dict[str, str],
              attributes: dict[str, tracing.Attribute]) -> Behaviour:
-    return _around(behaviour, lambda request: tracing.served(name, headers, **attributes, **_session(request)),
-                   _ended)
+    return _around(behaviour,
+                   lambda request: tracing.served(name, headers, **attributes, **session_attributes(request)), _ended)
 
 
 class Traces(grpc.aio.ServerInterceptor):

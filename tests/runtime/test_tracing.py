@@ -22,7 +22,7 @@ from memsvc.core.errors import InvalidSetting
 from memsvc.runtime.tracing import session_hash
 from memsvc_client import MemsvcError
 from memsvc_client.v1 import memory_pb2, memory_pb2_grpc
-from tests.support import ROOT, free_port, wait_for
+from tests.support import ROOT, curl, free_port, wait_for
 from tests.support.llm_server import Request, summary_reply
 from tests.support.otlp_receiver import Receiver
 
@@ -136,6 +136,41 @@ def test_every_rpc_and_its_stages_are_spans_in_one_trace_each_without_text_or_se
     # Nothing a user said, nor the session's name, is in anything the server sent.
     sent = b"".join(receiver.bodies)
     for secret in (*SECRET_WORDS, SESSION, "trip", "Booked", "Packed"):
+        assert secret.encode() not in sent, secret
+
+
+def test_calls_over_http_json_are_spans_as_grpc_calls_are(make_server, receiver):
+    server = make_server("--tracing-endpoint", receiver.endpoint, "--http-listen", "127.0.0.1:0")
+    base = f"http://{server.http}"
+    words = {"role": "ROLE_USER", "content": f"the {SECRET_WORDS[0]} list"}
+    assert curl.post(base, "MemoryService/Append", {"session_id": SESSION, "messages": [words]}).status == 200
+    refused = curl.post(base, "MemoryService/Search", {"session_id": SESSION, "query": "  "})
+    assert (refused.code, refused.reason) == ("invalid_argument", "EMPTY_QUERY")
+    exported = curl.stream(base, "ShardService/ExportSession", [{"sessionId": SESSION}])
+    assert exported.status == 200 and exported.end == {}
+    continued = curl.post(base, "MemoryService/GetSummary", {"session_id": SESSION},
+                          options=("-H", f"traceparent: 00-{TRACE_ID}-{CALLER_SPAN}-01"))
+    assert continued.status == 200
+    assert server.terminate() == 0
+
+    service = {"rpc.system": "connect_rpc", "rpc.service": "memsvc.v1.MemoryService",
+               "memsvc.session": session_hash(SESSION)}
+    [append] = receiver.named("Append")
+    assert append.kind == SpanProto.SPAN_KIND_SERVER and append.parent_id == ""
+    assert append.attributes == {**service, "rpc.method": "Append", "memsvc.status": "OK", "memsvc.tenant": "default"}
+    [sync] = receiver.children(append, "journal.sync")
+    assert sync.attributes["frames"] >= 1
+    [search] = receiver.named("Search")
+    assert search.status == StatusProto.STATUS_CODE_ERROR
+    assert search.attributes == {**service, "rpc.method": "Search", "memsvc.tenant": "default",
+                                 "memsvc.status": "INVALID_ARGUMENT", "memsvc.reason": "EMPTY_QUERY",
+                                 "rpc.connect_rpc.error_code": "invalid_argument"}
+    [export] = receiver.named("ExportSession")
+    assert export.attributes["memsvc.status"] == "OK" and export.status != StatusProto.STATUS_CODE_ERROR
+    [summary] = receiver.named("GetSummary")
+    assert (summary.trace_id, summary.parent_id) == (TRACE_ID, CALLER_SPAN)
+    sent = b"".join(receiver.bodies)
+    for secret in (SECRET_WORDS[0], SESSION):
         assert secret.encode() not in sent, secret
 
 
