@@ -237,7 +237,8 @@ def test_an_unreadable_last_run_record_reads_as_no_run_and_is_replaced_by_the_ne
         record.write_bytes(damage)
         read = client.get_summary("s")  # no run, and nothing else lost: not INTERNAL
         assert read.last_run is None and read.summary is None
-        assert server.logged("unreadable summary run record left in place; shown as no run")
+        # The log reaches the test through the server's stderr, a moment after the reply.
+        wait_for(lambda: server.logged("unreadable summary run record left in place; shown as no run"))
         assert record.read_bytes() == damage
         assert client.summarize("s").count == 2
         assert client.get_summary("s").last_run.outcome == "summarized"
