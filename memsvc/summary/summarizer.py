@@ -279,20 +279,19 @@ class Summarizer:
         lines = [transcript_line(record, limit // 2 - 1) for record in kept]
         parts = chunks(kept, lines, limit)
         position = {record.id: index for index, record in enumerate(pending)}
-        covered = 0
         for number, part in enumerate(parts):
             if self.stopping.is_set():
                 break
             try:
                 current = self._merged(model, current, "\n".join(lines[i] for i in part))
             except (MemsvcError, InvalidSummary) as exc:
-                raise self._stopped(session_id, exc, covered, len(pending), number, len(parts)) from exc
+                raise self._stopped(session_id, exc, tally.messages, len(pending), number, len(parts)) from exc
             last = pending[-1] if number == len(parts) - 1 else pending[position[kept[parts[number + 1][0]].id] - 1]
             deadline.check(f"saving the summary of session {session_id!r}")
             rolling.save(summary_path, current)
             write_cursor(cursor_path, last)
-            covered = tally.messages = position[last.id] + 1
-        return Result(covered, current)
+            tally.messages = position[last.id] + 1
+        return Result(tally.messages, current)
 
     def _merged(self, model: llm.Model, current: Summary, transcript: str) -> Summary:
         """One summary call: `transcript` merged into `current`."""
