@@ -2,13 +2,14 @@
  * A session at a glance, above its tabs: its messages over time (every stored message, archive
  * included, read page by page with ListMessages), how many sit in each tier (the window GetContext
  * returns, the recent messages of history.json, those compacted out to the archive alone), and
- * where the rolling summary's cursor stands: when it was last moved and how many messages wait
- * after it.
+ * where the rolling summary's cursor stands: when it was last moved, how the summarizer's last run
+ * went and how many messages wait after it.
  */
 import { useEffect, useState } from "preact/hooks";
 import { memory } from "./api.js";
 import { Chart, COLORS } from "./chart.js";
 import { plural, time } from "./format.js";
+import { type SummaryRun, SummaryOutcome, SummaryTrigger } from "./gen/memsvc/v1/memory_pb.js";
 
 /** Pages of ListMessages read at most for the chart (a page holds up to 1000). */
 const MAX_PAGES = 50;
@@ -18,7 +19,20 @@ export interface Tiers {
   recent: number;
 }
 
-export function Activity({ id, tiers, cursor }: { id: string; tiers: Tiers; cursor: bigint }) {
+export const TRIGGERS: Partial<Record<SummaryTrigger, string>> = {
+  [SummaryTrigger.JOB]: "the summary job", [SummaryTrigger.SUMMARIZE]: "Summarize",
+  [SummaryTrigger.FIT_CONTEXT]: "FitContext",
+};
+
+/** "last run <time>: summarized N messages", "...: nothing new" or "...: failed: <reason>: <message>". */
+export function lastRun(run: SummaryRun): string {
+  const outcome = run.outcome === SummaryOutcome.SUMMARIZED ? `summarized ${plural(run.messages, "message")}`
+    : run.outcome === SummaryOutcome.NOTHING_NEW ? "nothing new"
+      : `failed: ${run.reason}: ${run.message}`;
+  return `last run ${time(run.finishedAtUnixNano)}: ${outcome}`;
+}
+
+export function Activity({ id, tiers, cursor, run }: { id: string; tiers: Tiers; cursor: bigint; run?: SummaryRun }) {
   const [sent, setSent] = useState<number[] | null>(null);
   const [partial, setPartial] = useState(false);
   useEffect(() => {
@@ -73,8 +87,9 @@ export function Activity({ id, tiers, cursor }: { id: string; tiers: Tiers; curs
           </tbody>
         </table>
         <p class="facts summary-cursor">
-          {cursor === 0n ? "Summary: not run yet" : `Summary cursor: ${time(cursor)}`}
-          {sent ? ` · ${plural(waiting, "message")} after it, not yet summarized` : ""}
+          {cursor === 0n && !run ? "Summary: not run yet" : `Summary cursor: ${cursor === 0n ? "none" : time(cursor)}`}
+          {run ? ` · ${lastRun(run)}` : ""}
+          {sent ? ` · ${plural(waiting, "message")} after the cursor, not yet summarized` : ""}
         </p>
       </figure>
     </div>

@@ -5,7 +5,7 @@
  * Remove, each confirmed first.
  */
 import { useEffect, useState } from "preact/hooks";
-import { Activity } from "./activity.js";
+import { Activity, lastRun, TRIGGERS } from "./activity.js";
 import { memory } from "./api.js";
 import { bytes, plural, time } from "./format.js";
 import {
@@ -127,7 +127,7 @@ export function Session({ id }: { id: string }) {
       <Notice text={notice} />
       <ErrorBanner error={error} />
       {info ? <Activity id={id} tiers={{ window: recent.length, recent: info.messageCount }}
-        cursor={summary?.cursorUnixNano ?? 0n} /> : null}
+        cursor={summary?.cursorUnixNano ?? 0n} run={summary?.lastRun} /> : null}
       <div class="tabs" role="tablist">
         {(["window", "summary", "search"] as const).map((name) => (
           <button type="button" role="tab" aria-selected={tab === name} onClick={() => setTab(name)}>
@@ -191,17 +191,32 @@ function Messages({ messages, empty }: { messages: Message[]; empty: string }) {
   return <ol class="messages">{messages.map((message) => <MessageItem message={message} />)}</ol>;
 }
 
+/** The cursor and the last run: what started it and how long it took, besides how it ended. */
+function SummaryFacts({ stored }: { stored: GetSummaryResponse }) {
+  const run = stored.lastRun;
+  const took = run ? Number(run.finishedAtUnixNano - run.startedAtUnixNano) / 1e9 : 0;
+  return (
+    <p class="facts summary-run">
+      {stored.cursorUnixNano ? `Summarized up to ${time(stored.cursorUnixNano)} (cursor)` : "No cursor yet"}
+      {run ? ` · ${lastRun(run)} (started by ${TRIGGERS[run.trigger] ?? "?"}, took ${took.toFixed(1)} s)` : ""}
+    </p>
+  );
+}
+
 function SummaryTab({ stored }: { stored: GetSummaryResponse | null }) {
   const summary = stored?.summary;
   if (!stored || !summary) {
-    return <p class="empty">No rolling summary yet: Summarize builds one (or the summary job, when a summary model is set).</p>;
+    return (
+      <div class="summary">
+        {stored?.lastRun ? <SummaryFacts stored={stored} /> : null}
+        <p class="empty">No rolling summary yet: Summarize builds one (or the summary job, when a summary model is set).</p>
+      </div>
+    );
   }
   const current = summary.currentDiscussion;
   return (
     <div class="summary">
-      <p class="facts">
-        {stored.cursorUnixNano ? `Summarized up to ${time(stored.cursorUnixNano)} (cursor)` : "No cursor yet"}
-      </p>
+      <SummaryFacts stored={stored} />
       <h2>Key decisions</h2>
       {summary.keyDecisions.length ? (
         <ul class="decisions">{summary.keyDecisions.map((rule) => <li>{rule}</li>)}</ul>

@@ -36,6 +36,8 @@ from memsvc.core import durable
 HISTORY = "history.json"
 SUMMARY = "summary.json"
 CURSOR = ".summary_cursor"
+SUMMARY_RUN = ".summary_run.json"
+"How the summarizer's last run on the session went."
 NEXT_ID = ".next_id"
 "The id floor: ids continue from here after a Reset or a deletion of the newest messages."
 ID_FILE = ".session_id"

@@ -8,7 +8,7 @@ can carry them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.reasons import Reason
@@ -16,9 +16,12 @@ from memsvc.core.records import ROLES, Record
 from memsvc.lifecycle.clearing import Deleted
 from memsvc.search.query import Explanation, Hit, Query
 from memsvc.summary.rolling import Summary, encode
+from memsvc.summary.runs import Outcome, Run, Trigger
 from memsvc.window.incoming import NewMessage
 from memsvc.window.lister import SessionInfo
 from memsvc_client.v1 import memory_pb2 as pb
+
+Name = TypeVar("Name", bound=str)
 
 ROLE_VALUES = {name: pb.Role.Value(f"ROLE_{name.upper()}") for name in ROLES}
 ROLE_NAMES = {value: name for name, value in ROLE_VALUES.items()}
@@ -64,6 +67,30 @@ def summary(value: Summary) -> pb.Summary:
     )
 
 
+SUMMARY_TRIGGERS: dict[Trigger, pb.SummaryTrigger] = {
+    "job": pb.SUMMARY_TRIGGER_JOB, "summarize": pb.SUMMARY_TRIGGER_SUMMARIZE,
+    "fit_context": pb.SUMMARY_TRIGGER_FIT_CONTEXT}
+SUMMARY_OUTCOMES: dict[Outcome, pb.SummaryOutcome] = {
+    "summarized": pb.SUMMARY_OUTCOME_SUMMARIZED, "nothing_new": pb.SUMMARY_OUTCOME_NOTHING_NEW,
+    "failed": pb.SUMMARY_OUTCOME_FAILED}
+
+
+def summary_run(run: Run) -> pb.SummaryRun:
+    return pb.SummaryRun(trigger=SUMMARY_TRIGGERS[run.trigger], started_at_unix_nano=run.started_at,
+                         finished_at_unix_nano=run.finished_at, outcome=SUMMARY_OUTCOMES[run.outcome],
+                         messages=run.messages, reason=run.reason, message=run.message)
+
+
+def run_of(value: pb.SummaryRun, field: str) -> Run:
+    """A run from the wire (an import's head); unknown or unset enums are refused."""
+    triggers = {number: name for name, number in SUMMARY_TRIGGERS.items()}
+    outcomes = {number: name for name, number in SUMMARY_OUTCOMES.items()}
+    return Run(trigger=enum_name(value.trigger, triggers, f"{field}.trigger"),
+               started_at=value.started_at_unix_nano, finished_at=value.finished_at_unix_nano,
+               outcome=enum_name(value.outcome, outcomes, f"{field}.outcome"),
+               messages=value.messages, reason=value.reason, message=value.message)
+
+
 MATCHES = {pb.MATCH_SEMANTIC: "semantic", pb.MATCH_KEYWORD: "keyword",
            pb.MATCH_HYBRID: "hybrid"}
 TIME_RANGES = {pb.TIME_RANGE_UNSPECIFIED: "all", pb.TIME_RANGE_ALL: "all", pb.TIME_RANGE_DAY: "1d",
@@ -73,7 +100,7 @@ TIERS = {"window": pb.SOURCE_WINDOW, "recent": pb.SOURCE_RECENT, "archive": pb.S
 RESET_MODES = {pb.RESET_MODE_UNSPECIFIED: "summary", pb.RESET_MODE_SUMMARY: "summary", pb.RESET_MODE_ALL: "all"}
 
 
-def enum_name(value: int, names: Mapping[Any, str], field: str) -> str:
+def enum_name(value: int, names: Mapping[Any, Name], field: str) -> Name:
     """The domain name of an enum value; proto3 keeps numbers this server does not know."""
     if value not in names:
         raise InvalidArgument(f"{field} has unknown value {value}", reason=Reason.INVALID_ENUM)

@@ -68,6 +68,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         reply = pb.GetSummaryResponse(cursor_unix_nano=stored.cursor_at)
         if stored.summary is not None:
             reply.summary.CopyFrom(convert.summary(stored.summary))
+        if stored.last_run is not None:
+            reply.last_run.CopyFrom(convert.summary_run(stored.last_run))
         return reply
 
     @translated

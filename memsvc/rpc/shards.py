@@ -201,7 +201,8 @@ def _proto_part(part: Part) -> dict[str, Any]:
             summary_cursor=None if head.cursor is None else pb.SummaryCursor(
                 message_id=head.cursor.last_id, send_at_unix_nano=head.cursor.send_at),
             recent_messages=head.recent_messages, exported_by=head.exported_by,
-            exported_at_unix_nano=head.exported_at, tenant=tenant_of())
+            exported_at_unix_nano=head.exported_at, tenant=tenant_of(),
+            summary_last_run=None if head.last_run is None else convert.summary_run(head.last_run))
     if part.records:
         fields["messages"] = [pb.ExportedMessage(message=convert.message(record),
                                                  idempotency_key=record.idempotency_key) for record in part.records]
@@ -222,6 +223,8 @@ def _domain_part(request: pb.ImportSessionRequest) -> Part:
                          start_at=head.start_at_unix_nano, summary_json=head.summary_json,
                          cursor=Cursor(head.summary_cursor.message_id, head.summary_cursor.send_at_unix_nano)
                          if head.HasField("summary_cursor") else None,
+                         last_run=convert.run_of(head.summary_last_run, "head.summary_last_run")
+                         if head.HasField("summary_last_run") else None,
                          recent_messages=head.recent_messages, exported_by=head.exported_by,
                          exported_at=head.exported_at_unix_nano)
     if request.HasField("end"):

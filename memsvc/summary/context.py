@@ -1,5 +1,6 @@
 """What a turn gets from tier 1: the window, and the rolling summary as the
-turn context; and the stored summary with its cursor, as GetSummary shows it.
+turn context; and the stored summary with its cursor and last run, as
+GetSummary shows it.
 
 Owns reading summary.json for requests (re-read only when the file changed,
 one cached copy per recently used session) and choosing the entries a
@@ -20,6 +21,7 @@ from memsvc.summary import rolling
 from memsvc.summary.cursor import UnreadableCursor, read_cursor
 from memsvc.summary.decisions import Judge
 from memsvc.summary.rolling import Summary
+from memsvc.summary.runs import Run, read_run
 from memsvc.window.reading import SessionReader
 
 
@@ -38,6 +40,8 @@ class StoredSummary(msgspec.Struct):
     summary: Summary | None
     cursor_at: int
     "Send time (UTC ns) of the last summarized message; 0 before the first run."
+    last_run: Run | None = None
+    "How the summarizer's last run went; None when none is recorded (or its record is unreadable)."
 
 
 class Contexts:
@@ -90,13 +94,15 @@ class Contexts:
         return _within(window, summary, rolling.turn_context(summary), self.reply_bytes)
 
     def stored(self, session_id: str) -> StoredSummary:
-        """The summary as stored (all of it) and its cursor; NOT_FOUND for an unknown session."""
+        """The summary as stored (all of it), its cursor and last run; NOT_FOUND for an unknown session."""
         self.sessions.require(session_id)
+        directory = self.sessions.directory(session_id)
         try:
-            cursor = read_cursor(self.sessions.directory(session_id) / layout.CURSOR)
+            cursor = read_cursor(directory / layout.CURSOR)
         except UnreadableCursor:  # logged; shown as no cursor, as an unreadable summary.json is shown as none
             cursor = None
-        return StoredSummary(self.summary(session_id), cursor.send_at if cursor else 0)
+        return StoredSummary(self.summary(session_id), cursor.send_at if cursor else 0,
+                             read_run(directory / layout.SUMMARY_RUN))
 
 
 def _within(window: list[Record], summary: Summary | None, text: str, reply_bytes: int) -> TurnContext:

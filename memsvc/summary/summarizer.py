@@ -3,7 +3,8 @@ the summary job that runs it for every session that needs it.
 
 Owns moving `.summary_cursor` (cursor.py reads and writes it), chunking,
 the summary model's calls, saving summary.json after each chunk, one run per
-session at a time, and which sessions the job picks. Messages come from an
+session at a time, the record of each run's outcome (runs.py keeps it), and
+which sessions the job picks. Messages come from an
 injected `messages_after(session_id, after_id)` so that the archive can
 supply those compacted out of history.json. Must never write history.json,
 never store anything a model said anywhere but summary.json, and never log
@@ -34,6 +35,7 @@ from memsvc.summary import llm, rolling
 from memsvc.summary.cursor import Cursor, read_cursor, write_cursor
 from memsvc.summary.decisions import Judge, exchanges
 from memsvc.summary.rolling import InvalidSummary, Summary
+from memsvc.summary.runs import Outcome, Run, Trigger, write_run
 from memsvc.window.reading import SessionReader, SessionStamps
 
 log = logging.getLogger(__name__)
@@ -49,10 +51,20 @@ _LANGUAGES = {
 }
 
 
+_INTERNAL = "a bug in memsvc stopped the run; the server log has the details"
+
+
 class Result(msgspec.Struct):
     count: int
     "Messages the run took in (the cursor moved past them), noise included."
     summary: Summary | None
+
+
+class Tally(msgspec.Struct):
+    """A run in progress, for its record."""
+
+    messages: int = 0
+    "Messages the summary took in so far (its saves moved the cursor past them, or FitContext's fold sent them)."
 
 
 class Turn(msgspec.Struct):
@@ -191,7 +203,7 @@ class Summarizer:
         self.sessions.require(session_id)
         self._require_model()
         with self.guard(session_id, deadline):
-            return self.generate(session_id, deadline)
+            return self.generate(session_id, "summarize", deadline)
 
     def _require_model(self) -> llm.Model:
         if self.model is None:
@@ -200,13 +212,46 @@ class Summarizer:
                 "and llm_base_url to an OpenAI-compatible endpoint", reason=Reason.SUMMARY_MODEL_NOT_CONFIGURED)
         return self.model
 
+    # -- the record of a run ---------------------------------------------------
+
+    @contextmanager
+    def _recorded(self, session_id: str, trigger: Trigger) -> Iterator[Tally]:
+        """Record how the run in the block ended, in the session's directory; the caller holds the guard, so
+        no Reset or removal deletes the directory's summary files meanwhile."""
+        tally, started = Tally(), time.time_ns()
+
+        def record(outcome: Outcome, reason: str = "", message: str = "") -> None:
+            run = Run(trigger=trigger, started_at=started, finished_at=time.time_ns(), outcome=outcome,
+                      messages=tally.messages, reason=reason, message=message)
+            try:
+                write_run(self.sessions.directory(session_id) / layout.SUMMARY_RUN, run)
+            except OSError as exc:  # the run's own result stands: its record only reports it
+                log.warning("summary run not recorded", extra={"session_id": session_id, "error": str(exc)})
+
+        try:
+            yield tally
+        except MemsvcError as exc:
+            record("failed", exc.reason, exc.message)
+            raise
+        except Exception:
+            record("failed", Reason.INTERNAL, _INTERNAL)
+            raise
+        if tally.messages:
+            record("summarized")
+        elif trigger != "fit_context":  # FitContext folds until nothing is left: its last, idle fold is no run
+            record("nothing_new")
+
     # -- Generate --------------------------------------------------------------
 
     @tracing.traced("summary.generate")
-    def generate(self, session_id: str, deadline: Deadline = UNBOUNDED) -> Result:
-        """Fold the messages after the cursor into the summary; the caller holds the guard. Nothing is saved
-        once `deadline` passed."""
+    def generate(self, session_id: str, trigger: Trigger, deadline: Deadline = UNBOUNDED) -> Result:
+        """Fold the messages after the cursor into the summary, recording the run; the caller holds the guard.
+        Nothing is saved once `deadline` passed."""
         model = self._require_model()
+        with self._recorded(session_id, trigger) as tally:
+            return self._generate(session_id, model, tally, deadline)
+
+    def _generate(self, session_id: str, model: llm.Model, tally: Tally, deadline: Deadline) -> Result:
         directory = self.sessions.directory(session_id)
         summary_path, cursor_path = directory / layout.SUMMARY, directory / layout.CURSOR
         previous = _previous(session_id, summary_path)
@@ -228,25 +273,25 @@ class Summarizer:
                 deadline.check(f"saving the summary of session {session_id!r}")
                 rolling.save(summary_path, current)
                 write_cursor(cursor_path, pending[-1])
+                tally.messages = len(pending)
                 return Result(len(pending), current)
         limit = self.settings.summary_chunk_chars
         lines = [transcript_line(record, limit // 2 - 1) for record in kept]
         parts = chunks(kept, lines, limit)
         position = {record.id: index for index, record in enumerate(pending)}
-        covered = 0
         for number, part in enumerate(parts):
             if self.stopping.is_set():
                 break
             try:
                 current = self._merged(model, current, "\n".join(lines[i] for i in part))
             except (MemsvcError, InvalidSummary) as exc:
-                raise self._stopped(session_id, exc, covered, len(pending), number, len(parts)) from exc
+                raise self._stopped(session_id, exc, tally.messages, len(pending), number, len(parts)) from exc
             last = pending[-1] if number == len(parts) - 1 else pending[position[kept[parts[number + 1][0]].id] - 1]
             deadline.check(f"saving the summary of session {session_id!r}")
             rolling.save(summary_path, current)
             write_cursor(cursor_path, last)
-            covered = position[last.id] + 1
-        return Result(covered, current)
+            tally.messages = position[last.id] + 1
+        return Result(tally.messages, current)
 
     def _merged(self, model: llm.Model, current: Summary, transcript: str) -> Summary:
         """One summary call: `transcript` merged into `current`."""
@@ -270,7 +315,7 @@ class Summarizer:
         """
         model = self._require_model()
         self.sessions.require(session_id)
-        with self.guard(session_id):
+        with self.guard(session_id), self._recorded(session_id, "fit_context") as tally:
             directory = self.sessions.directory(session_id)
             summary_path, cursor_path = directory / layout.SUMMARY, directory / layout.CURSOR
             previous = _previous(session_id, summary_path)
@@ -312,6 +357,7 @@ class Summarizer:
                 last = record
             if last is not None:
                 write_cursor(cursor_path, last)
+            tally.messages = len(first)
             covered += [source for source in (sources[i] for i in first) if source is not None]
             return Folded(current, sorted(covered), len(first))
 
@@ -369,7 +415,7 @@ class Summarizer:
                 if not held:
                     continue
                 try:
-                    result = self.generate(session_id)
+                    result = self.generate(session_id, "job")
                 except MemsvcError:
                     self._retry.add(session_id)  # _stopped logged it
                     continue

@@ -2,8 +2,8 @@
 
 Owns what a session's export holds (messages with their ids, roles, times,
 senders, payloads and the idempotency keys history.json keeps, summary.json
-as stored, the summary cursor, the compaction cutoff and the id floor) and
-that it is one moment's copy: the session's recent messages, and how many
+as stored, the summary cursor and last run, the compaction cutoff and the id
+floor) and that it is one moment's copy: the session's recent messages, and how many
 are archived below them, are taken under its lock (which a DeleteMessages
 holds throughout), and the session is held against Reset, RemoveSession and
 summary runs (the `exclusive` holds) until the stream ends; a DeleteMessages
@@ -28,6 +28,7 @@ from memsvc.core.records import Record
 from memsvc.lifecycle.clearing import SessionHold
 from memsvc.shards.moves import Moves
 from memsvc.summary.cursor import read_cursor
+from memsvc.summary.runs import read_run
 from memsvc.transfer.parts import Digest, Head, Part, page_size, pages
 from memsvc.window.derived import ArchiveOfRecord
 from memsvc.window.session import Session
@@ -87,7 +88,8 @@ class Exporter:
                 archived = self.archive.count(session_id, below_id=recent[0].id if recent else next_id)
         head = Head(session_id=session_id, next_id=next_id, first_recent_id=recent[0].id if recent else 0,
                     start_at=self.archive.start_at(session_id), summary_json=_summary_text(session),
-                    cursor=read_cursor(session.cursor_path), recent_messages=len(recent),
+                    cursor=read_cursor(session.cursor_path), last_run=read_run(session.summary_run_path),
+                    recent_messages=len(recent),
                     exported_by=self.shard_name, exported_at=exported_at)
         return head, recent, archived
 

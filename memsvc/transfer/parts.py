@@ -16,6 +16,7 @@ import msgspec
 from memsvc.core import replies
 from memsvc.core.records import Record
 from memsvc.summary.cursor import Cursor
+from memsvc.summary.runs import Run
 
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 500, 5000
 "Messages per part of an export."
@@ -34,6 +35,8 @@ class Head(msgspec.Struct, kw_only=True):
     summary_json: str = ""
     "summary.json as stored; empty when there is none."
     cursor: Cursor | None = None
+    last_run: Run | None = None
+    "How the summarizer's last run went, as the summary and its cursor go: they describe the same history."
     recent_messages: int = 0
     "How many of the messages are in history.json."
     exported_by: str = ""

@@ -8,7 +8,7 @@ would take it: roles, content, sizes, sender, time, payload JSON; an end
 whose totals match what was received), writing the session into its staging
 directory as it streams in (history.json from the recent messages, compacted
 to max_history_bytes as Appends would leave it, summary.json, the cursor,
-the next id) while every message goes to the archive, and the order that makes it
+the last summary run's record, the next id) while every message goes to the archive, and the order that makes it
 all-or-nothing: the staging directory exists before the first archive row,
 the archive commits and the cutoff is recorded before the one rename that
 makes the session appear, and anything left by a failure or a crash (the
@@ -37,6 +37,7 @@ from memsvc.shards.moves import Moves, Staging
 from memsvc.summary import rolling
 from memsvc.summary.cursor import write_cursor
 from memsvc.summary.rolling import InvalidSummary
+from memsvc.summary.runs import write_run
 from memsvc.transfer.parts import Digest, End, Head, Part
 from memsvc.window.appender import ByteQuota
 from memsvc.window.derived import ArchiveOfRecord
@@ -173,7 +174,7 @@ class Importer:
                 "cut or changed; nothing was stored", reason=Reason.IMPORT_MISMATCH)
 
     def _write_state(self, head: Head, staging: Staging) -> None:
-        """The session's files beside history.json: the id floor, the summary and its cursor."""
+        """The session's files beside history.json: the id floor, the summary, its cursor and its last run."""
         staging.keep_next_id(head.next_id)
         try:
             if head.summary_json:
@@ -181,6 +182,8 @@ class Importer:
             if head.cursor is not None:
                 write_cursor(staging.directory / layout.CURSOR,
                              Record(id=head.cursor.last_id, send_at=head.cursor.send_at))
+            if head.last_run is not None:
+                write_run(staging.directory / layout.SUMMARY_RUN, head.last_run)
         except OSError as exc:
             raise storage_error(exc, f"importing session {head.session_id}") from exc
 
@@ -192,7 +195,8 @@ class Importer:
 
 
 def _check_head(head: Head) -> None:
-    """Every id, time and the cursor of a head within range, and its summary readable as summary.json is."""
+    """Every id, time, the cursor and the last summary run of a head within range, and its summary readable as
+    summary.json is."""
     where = f"the head of session {head.session_id!r}"
     problems = [
         (not 1 <= head.next_id <= MAX_ID, f"next_id {head.next_id} is not within 1..2^63-1"),
@@ -203,6 +207,8 @@ def _check_head(head: Head) -> None:
         (head.cursor is not None and not 0 <= head.cursor.last_id < head.next_id,
          f"the summary cursor's message is not below next_id {head.next_id}"),
         (head.cursor is not None and head.cursor.send_at < 0, "the summary cursor's time is negative"),
+        (head.last_run is not None and not 0 <= head.last_run.started_at <= head.last_run.finished_at,
+         "the last summary run's times are negative or end before they start"),
     ]
     for wrong, problem in problems:
         if wrong:

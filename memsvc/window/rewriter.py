@@ -63,17 +63,14 @@ class Rewriter:
             session.floor_raised(next_id)
 
     def clear(self, session: Session, drop_summary: bool, next_id: int) -> tuple[int, bool]:
-        """Delete history.json (and summary.json with its cursor), ids continuing from `next_id`; returns
-        (messages deleted, summary deleted)."""
+        """Delete history.json (and summary.json with its cursor and last run), ids continuing from `next_id`;
+        returns (messages deleted, summary deleted)."""
         count = len(session.records)
         try:
             self._raise_floor(session, next_id)
             self.journal.settle(self.store.journaled(session))
             durable.remove_file(session.history_path)
-            summary_deleted = False
-            if drop_summary:
-                summary_deleted = durable.remove_file(session.summary_path)
-                durable.remove_file(session.cursor_path)
+            summary_deleted = drop_summary and _drop_summary(session)
         except OSError as exc:
             raise storage_error(exc, f"resetting session {session.id}") from exc
         session.replaced([], 0, forget_keys=True)
@@ -81,7 +78,8 @@ class Rewriter:
 
     def replace(self, session: Session, records: list[Record], next_id: int) -> tuple[int, bool]:
         """Make history.json hold exactly `records` (ids from `next_id` on, given), deleting summary.json with
-        its cursor; returns (messages deleted, summary deleted). Run again after a kill, it ends the same."""
+        its cursor and last run; returns (messages deleted, summary deleted). Run again after a kill, it ends the
+        same."""
         count = len([record for record in session.records if record.id < next_id])
         try:
             self._raise_floor(session, next_id)
@@ -89,8 +87,7 @@ class Rewriter:
             size = history.rewrite(session.history_path, records) if records else 0
             if not records:
                 durable.remove_file(session.history_path)
-            summary_deleted = durable.remove_file(session.summary_path)
-            durable.remove_file(session.cursor_path)
+            summary_deleted = _drop_summary(session)
         except OSError as exc:
             raise storage_error(exc, f"replacing the history of session {session.id}") from exc
         session.rewritten(list(records), size)
@@ -105,3 +102,12 @@ class Rewriter:
         except OSError as exc:
             raise storage_error(exc, f"removing session {session.id}") from exc
         self.store.unregister(session, removed=existed)
+
+
+def _drop_summary(session: Session) -> bool:
+    """Delete the summary tier's files: summary.json (True when it was there), its cursor and its last run's
+    record, which describe the history that goes."""
+    deleted = durable.remove_file(session.summary_path)
+    durable.remove_file(session.cursor_path)
+    durable.remove_file(session.summary_run_path)
+    return deleted

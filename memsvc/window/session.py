@@ -33,6 +33,7 @@ class Session:
         self.history_path = directory / layout.HISTORY
         self.summary_path = directory / layout.SUMMARY
         self.cursor_path = directory / layout.CURSOR
+        self.summary_run_path = directory / layout.SUMMARY_RUN
         self.next_id_path = directory / layout.NEXT_ID
         self.lock = threading.Lock()
         self.closed = False

@@ -174,6 +174,8 @@ def test_over_budget_the_older_turns_fold_into_the_summary_and_its_cursor(make_s
         stored = client.get_summary("s")
         assert list(stored.summary.key_decisions) == ["Do: keep answers short"]
         assert stored.cursor_unix_nano == SENT_AT + 3 * MINUTE  # the last folded message
+        run = stored.last_run
+        assert (run.trigger, run.outcome, run.messages, run.reason) == ("fit_context", "summarized", 4, "")
         assert client.get_context("s").turn_context.content == turn_context["content"]
         assert client.summarize("s").count == 0  # nothing summarized twice: the job has nothing left
 
@@ -347,6 +349,8 @@ def test_a_failing_llm_never_loses_the_callers_messages(make_server, llm_server,
         assert [s.reason for s in reply.stages[1:]] == ["LLM_UNAVAILABLE", "LLM_UNAVAILABLE"]
         assert "model crashed" in reply.stages[1].detail and "kept as they were" in reply.stages[1].detail
         assert client.get_summary("s").summary is None and client.get_summary("s").cursor_unix_nano == 0
+        run = client.get_summary("s").last_run
+        assert (run.trigger, run.outcome, run.messages, run.reason) == ("fit_context", "failed", 0, "LLM_UNAVAILABLE")
     assert not (data_dir / "sessions" / "s" / "summary.json").exists()
 
 

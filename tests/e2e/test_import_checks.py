@@ -22,12 +22,13 @@ ROLES = {"user": memory_pb2.ROLE_USER, "assistant": memory_pb2.ROLE_ASSISTANT}
 
 
 def stream(session_id: str, records: list[Record], *, next_id: int, recent: int | None = None,
-           summary_json: str = "", cursor: tuple[int, int] | None = None) -> Iterator[shards_pb2.ImportSessionRequest]:
+           summary_json: str = "", cursor: tuple[int, int] | None = None,
+           last_run: memory_pb2.SummaryRun | None = None) -> Iterator[shards_pb2.ImportSessionRequest]:
     """An export of `records`, all recent unless `recent` says how many of the newest are, with a true end."""
     recent = len(records) if recent is None else recent
     kept = records[len(records) - recent:]
     head = shards_pb2.SessionHead(session_id=session_id, next_id=next_id, first_recent_id=kept[0].id if kept else 0,
-                                  summary_json=summary_json, recent_messages=recent)
+                                  summary_json=summary_json, recent_messages=recent, summary_last_run=last_run)
     if cursor is not None:
         head.summary_cursor.CopyFrom(shards_pb2.SummaryCursor(message_id=cursor[0], send_at_unix_nano=cursor[1]))
     yield shards_pb2.ImportSessionRequest(head=head)
@@ -105,6 +106,21 @@ def test_summaries_and_cursors_are_checked_as_files_on_disk_are(server: ServerPr
         assert caught.value.code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
         if caught.value.code == grpc.StatusCode.INVALID_ARGUMENT:
             assert caught.value.reason in ("IMPORT_SUMMARY_INVALID", "IMPORT_HEAD_INVALID")
+        assert not client.list_sessions().sessions
+
+
+@pytest.mark.parametrize(("run", "reason"), [
+    (dict(started_at_unix_nano=5, finished_at_unix_nano=4), "IMPORT_HEAD_INVALID"),
+    (dict(started_at_unix_nano=-1, finished_at_unix_nano=4), "IMPORT_HEAD_INVALID"),
+    (dict(started_at_unix_nano=1, finished_at_unix_nano=4, outcome=memory_pb2.SUMMARY_OUTCOME_UNSPECIFIED),
+     "INVALID_ENUM"),
+    (dict(started_at_unix_nano=1, finished_at_unix_nano=4, trigger=99), "INVALID_ENUM"),
+])
+def test_a_last_summary_run_is_checked_as_the_cursor_is(server: ServerProcess, run, reason):
+    fields = dict(trigger=memory_pb2.SUMMARY_TRIGGER_JOB, outcome=memory_pb2.SUMMARY_OUTCOME_SUMMARIZED, messages=2)
+    with server.client() as client:
+        refused(client, stream("s", turns(1, 2), next_id=3, last_run=memory_pb2.SummaryRun(**{**fields, **run})),
+                reason)
         assert not client.list_sessions().sessions
 
 

@@ -152,6 +152,10 @@ def test_the_job_in_the_server_summarizes_on_its_schedule_skipping_temp_sessions
         while client.get_summary("zz").summary is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert client.get_summary("zz").summary.current_discussion.topic == "keep me"
+        while client.get_summary("zz").last_run is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # recorded just after the summary's save
+        run = client.get_summary("zz").last_run
+        assert (run.trigger, run.outcome, run.messages) == ("job", "summarized", 2)
         assert client.get_summary("temp-scratch").summary is None  # sessions go in order: it was passed
         assert [first_message(call.user) for call in llm_server.calls("sum")] == ["keep me"]
 
@@ -179,3 +183,76 @@ def test_a_summary_run_waiting_on_the_llm_blocks_no_other_call(make_server, llm_
         release.set()
         running.join()
         assert client.get_summary("s").summary.current_discussion.topic == "late"
+
+
+# -- the last run, as GetSummary reports it ------------------------------------------------------------------
+
+
+def test_each_run_is_recorded_with_its_outcome_and_times_and_outlives_a_restart(make_server, llm_server):
+    server = make_server(*llm_flags(llm_server.base_url))
+    llm_server.script("sum", summary_reply(topic="deploys"))
+    with server.client() as client:
+        client.append("s", conversation(("user", "We deploy on Fridays?"), ("assistant", "Never.")))
+        assert client.get_summary("s").last_run is None
+        before = time.time_ns()
+        client.summarize("s", timeout=30)
+        after = time.time_ns()
+        run = client.get_summary("s").last_run
+        assert (run.trigger, run.outcome, run.messages, run.reason, run.message) == (
+            "summarize", "summarized", 2, "", "")
+        assert before <= run.started_at_unix_nano <= run.finished_at_unix_nano <= after
+    server.restart()
+    with server.client() as client:
+        assert client.get_summary("s").last_run == run
+        client.append("s", [("user", "and on Mondays?")])  # waits for its reply: not summarized
+        assert client.summarize("s").count == 0
+        again = client.get_summary("s").last_run
+        assert (again.trigger, again.outcome, again.messages) == ("summarize", "nothing_new", 0)
+        assert again.started_at_unix_nano >= run.finished_at_unix_nano
+
+
+@pytest.mark.parametrize(("reply", "reason"), [(error(500, "model crashed"), "LLM_UNAVAILABLE"),
+                                               ("<summary>not json</summary>", "LLM_REPLY_UNPARSEABLE")])
+def test_a_failing_llm_records_a_failed_run_with_the_stable_reason(make_server, llm_server, reply, reason):
+    server = make_server(*llm_flags(llm_server.base_url))
+    llm_server.script("sum", reply)
+    with server.client() as client:
+        client.append("s", conversation(("user", "the vault code is 4711"), ("assistant", "noted, 4711")))
+        _, refused, message = status_of(lambda: client.summarize("s"))
+        assert refused == reason
+        stored = client.get_summary("s")
+        run = stored.last_run
+        assert (run.trigger, run.outcome, run.messages, run.reason) == ("summarize", "failed", 0, reason)
+        assert run.message == message and "4711" not in run.message  # what the caller was told, no conversation
+        assert stored.summary is None and stored.cursor_unix_nano == 0
+
+
+def test_the_last_run_goes_with_the_summary_reset_all_and_removal_delete_it(make_server, llm_server):
+    server = make_server(*llm_flags(llm_server.base_url))
+    llm_server.script("sum", *[summary_reply(topic="t")] * 3)
+    with server.client() as client:
+        for session in ("kept", "cleared", "removed"):
+            client.append(session, [("user", "q"), ("assistant", "a")])
+            client.summarize(session, timeout=30)
+        client.reset("kept", mode="summary")
+        assert client.get_summary("kept").last_run.outcome == "summarized"  # the summary it describes stays
+        client.reset("cleared", mode="all")
+        client.append("cleared", [("user", "again")])
+        assert client.get_summary("cleared").last_run is None
+        client.remove_session("removed")
+        client.append("removed", [("user", "new")])
+        assert client.get_summary("removed").last_run is None
+
+
+def test_an_export_carries_the_last_run_to_the_importing_server(make_server, llm_server, tmp_path):
+    first = make_server(*llm_flags(llm_server.base_url))
+    second = make_server(directory=tmp_path / "second")
+    llm_server.script("sum", summary_reply(topic="moves"))
+    with first.client() as one, second.client() as two:
+        one.append("s", [("user", "q"), ("assistant", "a")])
+        one.summarize("s", timeout=30)
+        run = one.get_summary("s").last_run
+        head = next(iter(one.export_session("s"))).head
+        assert head.summary_last_run == run
+        two.import_session(one.export_session("s"))
+        assert two.get_summary("s").last_run == run

@@ -84,6 +84,10 @@ def test_every_rpc_answers_json_over_curl_as_grpc_does(make_server, llm_server):
         summary = call("MemoryService/GetSummary", {"session_id": "ops"})
         assert summary == as_json(memory.GetSummary(memory_pb2.GetSummaryRequest(session_id="ops")))
         assert int(summary["cursorUnixNano"]) > 0
+        last_run = summary["lastRun"]
+        assert (last_run["trigger"], last_run["outcome"], last_run["messages"]) == (
+            "SUMMARY_TRIGGER_SUMMARIZE", "SUMMARY_OUTCOME_SUMMARIZED", 4)
+        assert int(last_run["startedAtUnixNano"]) <= int(last_run["finishedAtUnixNano"])
         listed = call("MemoryService/ListSessions", {"session_id_contains": "OP"})
         assert [s["sessionId"] for s in listed["sessions"]] == ["ops"] and listed["sessions"][0]["hasSummary"]
         listed = call("MemoryService/ListMessages", {"session_id": "ops", "page_size": 3, "newest_first": True})

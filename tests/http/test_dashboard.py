@@ -14,7 +14,7 @@ from memsvc_client import MemsvcError
 from memsvc_client.v1 import memory_pb2 as pb
 from tests.support import ServerProcess
 from tests.support.browser import screenshot
-from tests.support.llm_server import LLMServer
+from tests.support.llm_server import LLMServer, error
 from tests.support.tenancy import write_tenants
 
 pytestmark = pytest.mark.in_process
@@ -141,7 +141,11 @@ def test_a_session_shows_its_window_and_summary_and_searches_in_every_mode(serve
     expect(panel.locator("dl.discussion")).to_contain_text("operating systems")
     expect(panel.locator("table")).to_contain_text("what a computer is")
     expect(panel.locator("table")).to_contain_text("2025-03-01 14:02")
-    expect(panel.locator(".facts")).to_have_text(f"Summarized up to {local_time(stored.cursor_unix_nano)} (cursor)")
+    run = stored.last_run
+    expect(panel.locator(".facts")).to_have_text(re.compile(
+        rf"^Summarized up to {local_time(stored.cursor_unix_nano)} \(cursor\) · last run "
+        rf"{local_time(run.finished_at_unix_nano)}: summarized {run.messages} messages "
+        r"\(started by Summarize, took \d+\.\d s\)$"))
     screenshot(page, "05-summary-tab")
 
     page.get_by_role("tab", name="Search").click()
@@ -257,6 +261,25 @@ def test_reset_keeping_the_summary_and_remove(served, llm, page):
         assert session not in {s.session_id for s in client.list_sessions(page_size=1000).sessions}
     page.get_by_role("link", name="← Back to the sessions").click()
     expect(page.get_by_role("link", name=session, exact=True)).to_have_count(0)
+
+
+def test_a_failed_summary_run_shows_its_reason_and_message_on_the_session_page(served, llm, page):
+    with served.client() as client:
+        client.append("failing", [("user", "q"), ("assistant", "a")])
+        llm.script("sum", error(500, "model crashed"))
+        with pytest.raises(MemsvcError):
+            client.summarize("failing")
+        run = client.get_summary("failing").last_run
+    said = f"last run {local_time(run.finished_at_unix_nano)}: failed: LLM_UNAVAILABLE: {run.message}"
+    assert "model crashed" in run.message
+    open_dashboard(page, served, "#/sessions/failing")
+    expect(page.locator(".summary-cursor")).to_have_text(re.compile(
+        rf"^Summary cursor: none · {re.escape(said)} · 2 messages after the cursor, not yet summarized$"))
+    page.get_by_role("tab", name="Summary").click()
+    expect(page.locator("[role=tabpanel] .facts")).to_have_text(re.compile(
+        rf"^No cursor yet · {re.escape(said)} \(started by Summarize, took \d+\.\d s\)$"))
+    expect(page.get_by_text("No rolling summary yet")).to_be_visible()
+    screenshot(page, "05b-summary-run-failed")
 
 
 def test_lessons_are_listed_searched_edited_in_place_keeping_their_expiry_and_deleted(served, page):

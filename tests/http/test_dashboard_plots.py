@@ -1,10 +1,11 @@
 """The dashboard's plots in a real headless Chromium against a real server: the overview draws the server's
 own metrics history after real traffic (gRPC and HTTP calls alike), scoped to the caller's tenant, and a
-session page shows its messages over time, its tiers and its summary cursor. The history steps every 10 s,
+session page shows its messages over time, its tiers, its summary cursor and last run. The history steps every 10 s,
 so each test waits for a step or two (never asserting how long it took)."""
 
 import json
 import re
+import time
 
 import httpx
 import pytest
@@ -131,7 +132,9 @@ def test_a_session_page_shows_its_messages_tiers_and_summary_cursor(make_server,
         stored = client.list_sessions(session_id_contains="tiers").sessions[0].message_count
         window = len(client.get_context("tiers").window)
         cursor = client.get_summary("tiers").cursor_unix_nano
+        run = client.get_summary("tiers").last_run
     assert stored < 25 and cursor > 0
+    ran = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.finished_at_unix_nano // 1_000_000_000))
 
     page.goto(f"http://{server.http}/#/sessions/tiers")
     expect(page.locator('figure.chart[data-title="Messages over time"] canvas')).to_have_count(1)
@@ -139,5 +142,6 @@ def test_a_session_page_shows_its_messages_tiers_and_summary_cursor(make_server,
     tiers = page.locator("table.bars tr")
     expect(tiers.locator("td.count")).to_have_text([str(window), str(stored), str(25 - stored)])
     expect(page.locator(".summary-cursor")).to_have_text(
-        re.compile(r"^Summary cursor: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d · 1 message after it, not yet summarized$"))
+        re.compile(rf"^Summary cursor: \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d · last run {ran}: summarized 24 messages · "
+                   r"1 message after the cursor, not yet summarized$"))
     screenshot(page, "21-session-activity")

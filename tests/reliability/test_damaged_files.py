@@ -1,5 +1,5 @@
 """Damaged files under a real server: history.json, the archive's Tantivy index and cutoffs,
-the summary cursor, .next_id. Whatever is damaged is detected and said, nothing is erased,
+the summary cursor and last run's record, .next_id. Whatever is damaged is detected and said, nothing is erased,
 and what can still be served is served."""
 
 from __future__ import annotations
@@ -225,6 +225,23 @@ def test_a_cursor_that_is_not_utf8_is_treated_as_damaged_summary_files_are(make_
                                                           "SUMMARY_CURSOR_UNREADABLE")
     assert cursor.read_bytes() == b"\xff\xfe\x00 not a time"  # left in place for a person
     assert server.logged("unreadable .summary_cursor left in place")
+
+
+@pytest.mark.parametrize("damage", [b"\xff\xfe not json", b'{"trigger": "job"}', b'{"outcome": 3}', b""])
+def test_an_unreadable_last_run_record_reads_as_no_run_and_is_replaced_by_the_next(make_server, llm_server, damage):
+    server = make_server("--llm-base-url", llm_server.base_url, "--summary-model", "sum", "--llm-max-retries", "0")
+    llm_server.script("sum", summary_reply(["Do: keep it short"]))
+    with server.client(timeout=30) as client:
+        client.append("s", [("user", "first"), ("assistant", "reply")])
+        record = server.data_dir / "sessions/s/.summary_run.json"
+        record.write_bytes(damage)
+        read = client.get_summary("s")  # no run, and nothing else lost: not INTERNAL
+        assert read.last_run is None and read.summary is None
+        # The log reaches the test through the server's stderr, a moment after the reply.
+        wait_for(lambda: server.logged("unreadable summary run record left in place; shown as no run"))
+        assert record.read_bytes() == damage
+        assert client.summarize("s").count == 2
+        assert client.get_summary("s").last_run.outcome == "summarized"
 
 
 # -- the data directory itself -----------------------------------------------------------------------------

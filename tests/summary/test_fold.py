@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from memsvc.core.errors import MemsvcError, NotFound
-from memsvc.core.layout import CURSOR
+from memsvc.core.layout import CURSOR, SUMMARY_RUN
 from memsvc.summary import rolling
+from memsvc.summary.runs import read_run
 from memsvc.summary.summarizer import Turn, read_cursor
 from tests.support import World
 from tests.support.llm_server import error, summary_reply
@@ -52,9 +53,12 @@ def test_turns_already_summarized_need_no_call(world, llm_server):
     world.say("s", ("user", "q1"), ("assistant", "a1"))
     llm_server.script("sum", summary_reply(["Do: x"]))
     world.summarizer.summarize("s")
+    ran = read_run(world.directory("s") / SUMMARY_RUN)
+    assert ran is not None and ran.trigger == "summarize"
     folded = world.summarizer.fold("s", turns(("user", "q1"), ("assistant", "a1")))
     assert (folded.covered, folded.count) == ([0, 1], 0)
     assert folded.summary.key_decisions == ["Do: x"] and len(llm_server.calls("sum")) == 1
+    assert read_run(world.directory("s") / SUMMARY_RUN) == ran  # no call, no run: Summarize's record stands
 
 
 def test_turns_the_session_never_stored_are_folded_without_moving_the_cursor(world, llm_server):

@@ -8,9 +8,10 @@ import threading
 import pytest
 
 from memsvc.core.errors import FailedPrecondition, MemsvcError, NotFound
-from memsvc.core.layout import CURSOR
+from memsvc.core.layout import CURSOR, SUMMARY_RUN
 from memsvc.core.records import Record
 from memsvc.summary import rolling
+from memsvc.summary.runs import read_run
 from memsvc.summary.summarizer import chunks, read_cursor, transcript_line
 from tests.support import SECOND, T0, World
 from tests.support.llm_server import Reply, error, summary_reply
@@ -105,6 +106,9 @@ def test_a_failed_chunk_stops_the_run_and_the_next_run_resumes(tmp_path, llm_ser
     assert len(llm_server.calls("sum")) == 2  # the third chunk was never sent
     assert world.stored("s").key_decisions == ["Do: one"]
     assert read_cursor(world.directory("s") / CURSOR).last_id == records[1].id
+    run = read_run(world.directory("s") / SUMMARY_RUN)
+    assert run is not None and (run.outcome, run.messages, run.reason, run.message) == (
+        "failed", 2, caught.value.reason, caught.value.message)  # what it saved before the failure
 
     llm_server.scripts["sum"].clear()
     llm_server.script("sum", summary_reply(["Do: one", "Do: two"]), summary_reply(["Do: all"]))

@@ -15,11 +15,12 @@ import pytest
 from memsvc.app import App
 from memsvc.core import config
 from memsvc.core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from memsvc.core.layout import CURSOR
+from memsvc.core.layout import CURSOR, SUMMARY_RUN
 from memsvc.lifecycle.intents import Intent
 from memsvc.search.query import Query
 from memsvc.summary import rolling
 from memsvc.summary.cursor import read_cursor, write_cursor
+from memsvc.summary.runs import Run, read_run, write_run
 from memsvc.transfer.parts import End, Part
 from memsvc.window.incoming import NewMessage
 
@@ -56,6 +57,8 @@ def a_lived_session(app: App, session: str = "s") -> None:
     rolling.save(directory / "summary.json", rolling.from_dict(
         {"key_decisions": ["Do: deploy on Tuesdays"], "current_discussion": {"topic": "billing"}, "mood": "calm"}))
     write_cursor(directory / CURSOR, app.tenant().store.window(session)[0])
+    write_run(directory / SUMMARY_RUN, Run(trigger="job", started_at=T0, finished_at=T0 + 5, outcome="failed",
+                                           messages=3, reason="LLM_UNAVAILABLE", message="LLM endpoint down"))
     assert app.tenant().compaction.compact(session).removed == 10
 
 
@@ -75,6 +78,7 @@ def test_an_exported_session_imports_as_the_same_session(shards: tuple[App, App]
     assert (head.next_id, head.first_recent_id, head.recent_messages, head.exported_by) == (17, 15, 2, "a")
     assert head.start_at == first.tenant().archive.start_at("s") > 0 and '"mood": "calm"' in head.summary_json
     assert head.cursor == read_cursor(first.tenant().store.directory("s") / CURSOR)
+    assert head.last_run == read_run(first.tenant().store.directory("s") / SUMMARY_RUN) is not None
     assert max(len(part.records) for part in parts) == 3 and end == End(12, 16, end.sha256)
     ids = [record.id for part in parts for record in part.records]
     assert ids == list(range(5, 17)), "archived ones first, then history.json, ids as they were"
@@ -85,7 +89,7 @@ def test_an_exported_session_imports_as_the_same_session(shards: tuple[App, App]
     assert [r.content for r in second.tenant().store.window("s")] == ["question 7 about billing", "answer 7"]
     archived = second.tenant().searcher.search(Query(session_id="s", text="billing", match="keyword", limit=32))
     assert sorted(hit.record.id for hit in archived.hits) == [5, 7, 9, 11, 13, 15]
-    assert second.tenant().contexts.stored("s").summary == first.tenant().contexts.stored("s").summary
+    assert second.tenant().contexts.stored("s") == first.tenant().contexts.stored("s")
     again = second.tenant().appender.append("s", [NewMessage(role="user", content="question 7 about billing")],
                                    idempotency_key="key-7")
     assert again.replayed and [r.id for r in again.records] == [15, 16], "a retried Append is recognized"

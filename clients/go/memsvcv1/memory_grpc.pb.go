@@ -33,7 +33,8 @@ type MemoryServiceClient interface {
 	// rolling summary now. Not retried by clients: each attempt may cost an
 	// LLM call, and the server already retries the LLM itself.
 	Summarize(ctx context.Context, in *SummarizeRequest, opts ...grpc.CallOption) (*SummarizeResponse, error)
-	// GetSummary returns the stored rolling summary and its cursor.
+	// GetSummary returns the stored rolling summary, its cursor and how the
+	// summarizer's last run on the session went.
 	GetSummary(ctx context.Context, in *GetSummaryRequest, opts ...grpc.CallOption) (*GetSummaryResponse, error)
 	// Reset clears a session's conversation from every store; the mode says
 	// whether the rolling summary survives.
@@ -202,7 +203,8 @@ type MemoryServiceServer interface {
 	// rolling summary now. Not retried by clients: each attempt may cost an
 	// LLM call, and the server already retries the LLM itself.
 	Summarize(context.Context, *SummarizeRequest) (*SummarizeResponse, error)
-	// GetSummary returns the stored rolling summary and its cursor.
+	// GetSummary returns the stored rolling summary, its cursor and how the
+	// summarizer's last run on the session went.
 	GetSummary(context.Context, *GetSummaryRequest) (*GetSummaryResponse, error)
 	// Reset clears a session's conversation from every store; the mode says
 	// whether the rolling summary survives.

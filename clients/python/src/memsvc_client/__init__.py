@@ -67,6 +67,7 @@ from memsvc_client.results import (
     SummarizeResponse,
     Summary,
     SummaryCursor,
+    SummaryRun,
     UpdateErrorActionResponse,
 )
 from memsvc_client.retry import DEFAULT_RETRY, RetryPolicy
@@ -87,6 +88,6 @@ __all__ = [
     "PastDiscussion", "PauseSessionCreationResponse", "PermissionDeniedError", "RecordErrorResponse",
     "ReleaseSessionResponse", "RemoveSessionResponse", "ResetResponse", "ResourceExhaustedError", "RetryPolicy",
     "SearchErrorsResponse", "SearchHit", "SearchResponse", "SessionHead", "SessionInfo", "SummarizeResponse", "Summary",
-    "SummaryCursor", "UnauthenticatedError", "UnavailableError", "UnimplementedError", "UnknownError",
+    "SummaryCursor", "SummaryRun", "UnauthenticatedError", "UnavailableError", "UnimplementedError", "UnknownError",
     "UpdateErrorActionResponse", "__version__",
 ]

@@ -111,9 +111,24 @@ class SummarizeResponse:
 
 
 @_result
+class SummaryRun:
+    """How a summary run went: `trigger` "job", "summarize" or "fit_context"; `outcome` "summarized",
+    "nothing_new" or "failed" (with the failure's `reason` and `message`)."""
+
+    trigger: str = ""
+    started_at_unix_nano: int = 0
+    finished_at_unix_nano: int = 0
+    outcome: str = ""
+    messages: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+@_result
 class GetSummaryResponse:
     summary: Summary | None = None
     cursor_unix_nano: int = 0
+    last_run: SummaryRun | None = None
 
 
 @_result
@@ -261,6 +276,7 @@ class SessionHead:
     exported_by: str = ""
     exported_at_unix_nano: int = 0
     tenant: str = ""
+    summary_last_run: SummaryRun | None = None
 
 
 @_result

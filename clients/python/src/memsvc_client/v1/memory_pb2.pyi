@@ -38,6 +38,20 @@ class Source(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SOURCE_ARCHIVE: _ClassVar[Source]
     SOURCE_WINDOW: _ClassVar[Source]
 
+class SummaryTrigger(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SUMMARY_TRIGGER_UNSPECIFIED: _ClassVar[SummaryTrigger]
+    SUMMARY_TRIGGER_JOB: _ClassVar[SummaryTrigger]
+    SUMMARY_TRIGGER_SUMMARIZE: _ClassVar[SummaryTrigger]
+    SUMMARY_TRIGGER_FIT_CONTEXT: _ClassVar[SummaryTrigger]
+
+class SummaryOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SUMMARY_OUTCOME_UNSPECIFIED: _ClassVar[SummaryOutcome]
+    SUMMARY_OUTCOME_SUMMARIZED: _ClassVar[SummaryOutcome]
+    SUMMARY_OUTCOME_NOTHING_NEW: _ClassVar[SummaryOutcome]
+    SUMMARY_OUTCOME_FAILED: _ClassVar[SummaryOutcome]
+
 class ResetMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     RESET_MODE_UNSPECIFIED: _ClassVar[ResetMode]
@@ -62,6 +76,14 @@ SOURCE_UNSPECIFIED: Source
 SOURCE_RECENT: Source
 SOURCE_ARCHIVE: Source
 SOURCE_WINDOW: Source
+SUMMARY_TRIGGER_UNSPECIFIED: SummaryTrigger
+SUMMARY_TRIGGER_JOB: SummaryTrigger
+SUMMARY_TRIGGER_SUMMARIZE: SummaryTrigger
+SUMMARY_TRIGGER_FIT_CONTEXT: SummaryTrigger
+SUMMARY_OUTCOME_UNSPECIFIED: SummaryOutcome
+SUMMARY_OUTCOME_SUMMARIZED: SummaryOutcome
+SUMMARY_OUTCOME_NOTHING_NEW: SummaryOutcome
+SUMMARY_OUTCOME_FAILED: SummaryOutcome
 RESET_MODE_UNSPECIFIED: ResetMode
 RESET_MODE_SUMMARY: ResetMode
 RESET_MODE_ALL: ResetMode
@@ -273,12 +295,32 @@ class GetSummaryRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class GetSummaryResponse(_message.Message):
-    __slots__ = ("summary", "cursor_unix_nano")
+    __slots__ = ("summary", "cursor_unix_nano", "last_run")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     CURSOR_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_FIELD_NUMBER: _ClassVar[int]
     summary: Summary
     cursor_unix_nano: int
-    def __init__(self, summary: _Optional[_Union[Summary, _Mapping]] = ..., cursor_unix_nano: _Optional[int] = ...) -> None: ...
+    last_run: SummaryRun
+    def __init__(self, summary: _Optional[_Union[Summary, _Mapping]] = ..., cursor_unix_nano: _Optional[int] = ..., last_run: _Optional[_Union[SummaryRun, _Mapping]] = ...) -> None: ...
+
+class SummaryRun(_message.Message):
+    __slots__ = ("trigger", "started_at_unix_nano", "finished_at_unix_nano", "outcome", "messages", "reason", "message")
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    trigger: SummaryTrigger
+    started_at_unix_nano: int
+    finished_at_unix_nano: int
+    outcome: SummaryOutcome
+    messages: int
+    reason: str
+    message: str
+    def __init__(self, trigger: _Optional[_Union[SummaryTrigger, str]] = ..., started_at_unix_nano: _Optional[int] = ..., finished_at_unix_nano: _Optional[int] = ..., outcome: _Optional[_Union[SummaryOutcome, str]] = ..., messages: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
     __slots__ = ("session_id", "mode")

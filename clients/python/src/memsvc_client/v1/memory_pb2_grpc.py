@@ -181,7 +181,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetSummary(self, request, context):
-        """GetSummary returns the stored rolling summary and its cursor.
+        """GetSummary returns the stored rolling summary, its cursor and how the
+        summarizer's last run on the session went.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

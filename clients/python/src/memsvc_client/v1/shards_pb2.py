@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from memsvc_client.v1 import memory_pb2 as memsvc_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16memsvc/v1/shards.proto\x12\tmemsvc.v1\x1a\x16memsvc/v1/memory.proto\"*\n\x14GetServerInfoRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\xc1\x02\n\x15GetServerInfoResponse\x12\x12\n\nshard_name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x61ta_dir_id\x18\x04 \x01(\t\x12\x1c\n\x14started_at_unix_nano\x18\x05 \x01(\x03\x12\x16\n\x0esession_stored\x18\x06 \x01(\x08\x12\x14\n\x0csession_held\x18\x07 \x01(\x08\x12\x15\n\rheld_sessions\x18\x08 \x01(\r\x12/\n\'session_creation_paused_until_unix_nano\x18\t \x01(\x03\x12\x1a\n\x12hold_lease_seconds\x18\n \x01(\x01\x12$\n\x1csession_hold_until_unix_nano\x18\x0b \x01(\x03\"=\n\x14\x45xportSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\"\x8e\x01\n\x15\x45xportSessionResponse\x12$\n\x04head\x18\x01 \x01(\x0b\x32\x16.memsvc.v1.SessionHead\x12,\n\x08messages\x18\x02 \x03(\x0b\x32\x1a.memsvc.v1.ExportedMessage\x12!\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.memsvc.v1.ExportEnd\"\x8c\x02\n\x0bSessionHead\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07next_id\x18\x02 \x01(\x04\x12\x17\n\x0f\x66irst_recent_id\x18\x03 \x01(\x04\x12\x1a\n\x12start_at_unix_nano\x18\x04 \x01(\x03\x12\x14\n\x0csummary_json\x18\x05 \x01(\t\x12\x30\n\x0esummary_cursor\x18\x06 \x01(\x0b\x32\x18.memsvc.v1.SummaryCursor\x12\x17\n\x0frecent_messages\x18\x07 \x01(\x04\x12\x13\n\x0b\x65xported_by\x18\x08 \x01(\t\x12\x1d\n\x15\x65xported_at_unix_nano\x18\t \x01(\x03\x12\x0e\n\x06tenant\x18\n \x01(\t\">\n\rSummaryCursor\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x19\n\x11send_at_unix_nano\x18\x02 \x01(\x03\"O\n\x0f\x45xportedMessage\x12#\n\x07message\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Message\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\">\n\tExportEnd\x12\x10\n\x08messages\x18\x01 \x01(\x04\x12\x0f\n\x07last_id\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\x8d\x01\n\x14ImportSessionRequest\x12$\n\x04head\x18\x01 \x01(\x0b\x32\x16.memsvc.v1.SessionHead\x12,\n\x08messages\x18\x02 \x03(\x0b\x32\x1a.memsvc.v1.ExportedMessage\x12!\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.memsvc.v1.ExportEnd\"[\n\x15ImportSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08messages\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x0c\n\x04held\x18\x04 \x01(\x08\"(\n\x12HoldSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"%\n\x13HoldSessionResponse\x12\x0e\n\x06stored\x18\x01 \x01(\x08\"9\n\x15ReleaseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64rop\x18\x02 \x01(\x08\"O\n\x16ReleaseSessionResponse\x12\x10\n\x08was_held\x18\x01 \x01(\x08\x12#\n\x07\x64\x65leted\x18\x02 \x01(\x0b\x32\x12.memsvc.v1.Deleted\"@\n\x17ListHeldSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"H\n\x18ListHeldSessionsResponse\x12\x13\n\x0bsession_ids\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\".\n\x1bPauseSessionCreationRequest\x12\x0f\n\x07seconds\x18\x01 \x01(\r\">\n\x1cPauseSessionCreationResponse\x12\x1e\n\x16paused_until_unix_nano\x18\x01 \x01(\x03\"\x14\n\x12ListTenantsRequest\"&\n\x13ListTenantsResponse\x12\x0f\n\x07tenants\x18\x01 \x03(\t2\xea\x05\n\x0cShardService\x12W\n\rGetServerInfo\x12\x1f.memsvc.v1.GetServerInfoRequest\x1a .memsvc.v1.GetServerInfoResponse\"\x03\x90\x02\x01\x12Y\n\rExportSession\x12\x1f.memsvc.v1.ExportSessionRequest\x1a .memsvc.v1.ExportSessionResponse\"\x03\x90\x02\x01\x30\x01\x12T\n\rImportSession\x12\x1f.memsvc.v1.ImportSessionRequest\x1a .memsvc.v1.ImportSessionResponse(\x01\x12Q\n\x0bHoldSession\x12\x1d.memsvc.v1.HoldSessionRequest\x1a\x1e.memsvc.v1.HoldSessionResponse\"\x03\x90\x02\x02\x12Z\n\x0eReleaseSession\x12 .memsvc.v1.ReleaseSessionRequest\x1a!.memsvc.v1.ReleaseSessionResponse\"\x03\x90\x02\x02\x12`\n\x10ListHeldSessions\x12\".memsvc.v1.ListHeldSessionsRequest\x1a#.memsvc.v1.ListHeldSessionsResponse\"\x03\x90\x02\x01\x12l\n\x14PauseSessionCreation\x12&.memsvc.v1.PauseSessionCreationRequest\x1a\'.memsvc.v1.PauseSessionCreationResponse\"\x03\x90\x02\x02\x12Q\n\x0bListTenants\x12\x1d.memsvc.v1.ListTenantsRequest\x1a\x1e.memsvc.v1.ListTenantsResponse\"\x03\x90\x02\x01\x42)Z\'memsvc.dev/clients/go/memsvcv1;memsvcv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16memsvc/v1/shards.proto\x12\tmemsvc.v1\x1a\x16memsvc/v1/memory.proto\"*\n\x14GetServerInfoRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\xc1\x02\n\x15GetServerInfoResponse\x12\x12\n\nshard_name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x61ta_dir_id\x18\x04 \x01(\t\x12\x1c\n\x14started_at_unix_nano\x18\x05 \x01(\x03\x12\x16\n\x0esession_stored\x18\x06 \x01(\x08\x12\x14\n\x0csession_held\x18\x07 \x01(\x08\x12\x15\n\rheld_sessions\x18\x08 \x01(\r\x12/\n\'session_creation_paused_until_unix_nano\x18\t \x01(\x03\x12\x1a\n\x12hold_lease_seconds\x18\n \x01(\x01\x12$\n\x1csession_hold_until_unix_nano\x18\x0b \x01(\x03\"=\n\x14\x45xportSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\"\x8e\x01\n\x15\x45xportSessionResponse\x12$\n\x04head\x18\x01 \x01(\x0b\x32\x16.memsvc.v1.SessionHead\x12,\n\x08messages\x18\x02 \x03(\x0b\x32\x1a.memsvc.v1.ExportedMessage\x12!\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.memsvc.v1.ExportEnd\"\xbd\x02\n\x0bSessionHead\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07next_id\x18\x02 \x01(\x04\x12\x17\n\x0f\x66irst_recent_id\x18\x03 \x01(\x04\x12\x1a\n\x12start_at_unix_nano\x18\x04 \x01(\x03\x12\x14\n\x0csummary_json\x18\x05 \x01(\t\x12\x30\n\x0esummary_cursor\x18\x06 \x01(\x0b\x32\x18.memsvc.v1.SummaryCursor\x12\x17\n\x0frecent_messages\x18\x07 \x01(\x04\x12\x13\n\x0b\x65xported_by\x18\x08 \x01(\t\x12\x1d\n\x15\x65xported_at_unix_nano\x18\t \x01(\x03\x12\x0e\n\x06tenant\x18\n \x01(\t\x12/\n\x10summary_last_run\x18\x0b \x01(\x0b\x32\x15.memsvc.v1.SummaryRun\">\n\rSummaryCursor\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x19\n\x11send_at_unix_nano\x18\x02 \x01(\x03\"O\n\x0f\x45xportedMessage\x12#\n\x07message\x18\x01 \x01(\x0b\x32\x12.memsvc.v1.Message\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\">\n\tExportEnd\x12\x10\n\x08messages\x18\x01 \x01(\x04\x12\x0f\n\x07last_id\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\x8d\x01\n\x14ImportSessionRequest\x12$\n\x04head\x18\x01 \x01(\x0b\x32\x16.memsvc.v1.SessionHead\x12,\n\x08messages\x18\x02 \x03(\x0b\x32\x1a.memsvc.v1.ExportedMessage\x12!\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.memsvc.v1.ExportEnd\"[\n\x15ImportSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08messages\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x0c\n\x04held\x18\x04 \x01(\x08\"(\n\x12HoldSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"%\n\x13HoldSessionResponse\x12\x0e\n\x06stored\x18\x01 \x01(\x08\"9\n\x15ReleaseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64rop\x18\x02 \x01(\x08\"O\n\x16ReleaseSessionResponse\x12\x10\n\x08was_held\x18\x01 \x01(\x08\x12#\n\x07\x64\x65leted\x18\x02 \x01(\x0b\x32\x12.memsvc.v1.Deleted\"@\n\x17ListHeldSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"H\n\x18ListHeldSessionsResponse\x12\x13\n\x0bsession_ids\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\".\n\x1bPauseSessionCreationRequest\x12\x0f\n\x07seconds\x18\x01 \x01(\r\">\n\x1cPauseSessionCreationResponse\x12\x1e\n\x16paused_until_unix_nano\x18\x01 \x01(\x03\"\x14\n\x12ListTenantsRequest\"&\n\x13ListTenantsResponse\x12\x0f\n\x07tenants\x18\x01 \x03(\t2\xea\x05\n\x0cShardService\x12W\n\rGetServerInfo\x12\x1f.memsvc.v1.GetServerInfoRequest\x1a .memsvc.v1.GetServerInfoResponse\"\x03\x90\x02\x01\x12Y\n\rExportSession\x12\x1f.memsvc.v1.ExportSessionRequest\x1a .memsvc.v1.ExportSessionResponse\"\x03\x90\x02\x01\x30\x01\x12T\n\rImportSession\x12\x1f.memsvc.v1.ImportSessionRequest\x1a .memsvc.v1.ImportSessionResponse(\x01\x12Q\n\x0bHoldSession\x12\x1d.memsvc.v1.HoldSessionRequest\x1a\x1e.memsvc.v1.HoldSessionResponse\"\x03\x90\x02\x02\x12Z\n\x0eReleaseSession\x12 .memsvc.v1.ReleaseSessionRequest\x1a!.memsvc.v1.ReleaseSessionResponse\"\x03\x90\x02\x02\x12`\n\x10ListHeldSessions\x12\".memsvc.v1.ListHeldSessionsRequest\x1a#.memsvc.v1.ListHeldSessionsResponse\"\x03\x90\x02\x01\x12l\n\x14PauseSessionCreation\x12&.memsvc.v1.PauseSessionCreationRequest\x1a\'.memsvc.v1.PauseSessionCreationResponse\"\x03\x90\x02\x02\x12Q\n\x0bListTenants\x12\x1d.memsvc.v1.ListTenantsRequest\x1a\x1e.memsvc.v1.ListTenantsResponse\"\x03\x90\x02\x01\x42)Z\'memsvc.dev/clients/go/memsvcv1;memsvcv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -56,37 +56,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXPORTSESSIONRESPONSE']._serialized_start=493
   _globals['_EXPORTSESSIONRESPONSE']._serialized_end=635
   _globals['_SESSIONHEAD']._serialized_start=638
-  _globals['_SESSIONHEAD']._serialized_end=906
-  _globals['_SUMMARYCURSOR']._serialized_start=908
-  _globals['_SUMMARYCURSOR']._serialized_end=970
-  _globals['_EXPORTEDMESSAGE']._serialized_start=972
-  _globals['_EXPORTEDMESSAGE']._serialized_end=1051
-  _globals['_EXPORTEND']._serialized_start=1053
-  _globals['_EXPORTEND']._serialized_end=1115
-  _globals['_IMPORTSESSIONREQUEST']._serialized_start=1118
-  _globals['_IMPORTSESSIONREQUEST']._serialized_end=1259
-  _globals['_IMPORTSESSIONRESPONSE']._serialized_start=1261
-  _globals['_IMPORTSESSIONRESPONSE']._serialized_end=1352
-  _globals['_HOLDSESSIONREQUEST']._serialized_start=1354
-  _globals['_HOLDSESSIONREQUEST']._serialized_end=1394
-  _globals['_HOLDSESSIONRESPONSE']._serialized_start=1396
-  _globals['_HOLDSESSIONRESPONSE']._serialized_end=1433
-  _globals['_RELEASESESSIONREQUEST']._serialized_start=1435
-  _globals['_RELEASESESSIONREQUEST']._serialized_end=1492
-  _globals['_RELEASESESSIONRESPONSE']._serialized_start=1494
-  _globals['_RELEASESESSIONRESPONSE']._serialized_end=1573
-  _globals['_LISTHELDSESSIONSREQUEST']._serialized_start=1575
-  _globals['_LISTHELDSESSIONSREQUEST']._serialized_end=1639
-  _globals['_LISTHELDSESSIONSRESPONSE']._serialized_start=1641
-  _globals['_LISTHELDSESSIONSRESPONSE']._serialized_end=1713
-  _globals['_PAUSESESSIONCREATIONREQUEST']._serialized_start=1715
-  _globals['_PAUSESESSIONCREATIONREQUEST']._serialized_end=1761
-  _globals['_PAUSESESSIONCREATIONRESPONSE']._serialized_start=1763
-  _globals['_PAUSESESSIONCREATIONRESPONSE']._serialized_end=1825
-  _globals['_LISTTENANTSREQUEST']._serialized_start=1827
-  _globals['_LISTTENANTSREQUEST']._serialized_end=1847
-  _globals['_LISTTENANTSRESPONSE']._serialized_start=1849
-  _globals['_LISTTENANTSRESPONSE']._serialized_end=1887
-  _globals['_SHARDSERVICE']._serialized_start=1890
-  _globals['_SHARDSERVICE']._serialized_end=2636
+  _globals['_SESSIONHEAD']._serialized_end=955
+  _globals['_SUMMARYCURSOR']._serialized_start=957
+  _globals['_SUMMARYCURSOR']._serialized_end=1019
+  _globals['_EXPORTEDMESSAGE']._serialized_start=1021
+  _globals['_EXPORTEDMESSAGE']._serialized_end=1100
+  _globals['_EXPORTEND']._serialized_start=1102
+  _globals['_EXPORTEND']._serialized_end=1164
+  _globals['_IMPORTSESSIONREQUEST']._serialized_start=1167
+  _globals['_IMPORTSESSIONREQUEST']._serialized_end=1308
+  _globals['_IMPORTSESSIONRESPONSE']._serialized_start=1310
+  _globals['_IMPORTSESSIONRESPONSE']._serialized_end=1401
+  _globals['_HOLDSESSIONREQUEST']._serialized_start=1403
+  _globals['_HOLDSESSIONREQUEST']._serialized_end=1443
+  _globals['_HOLDSESSIONRESPONSE']._serialized_start=1445
+  _globals['_HOLDSESSIONRESPONSE']._serialized_end=1482
+  _globals['_RELEASESESSIONREQUEST']._serialized_start=1484
+  _globals['_RELEASESESSIONREQUEST']._serialized_end=1541
+  _globals['_RELEASESESSIONRESPONSE']._serialized_start=1543
+  _globals['_RELEASESESSIONRESPONSE']._serialized_end=1622
+  _globals['_LISTHELDSESSIONSREQUEST']._serialized_start=1624
+  _globals['_LISTHELDSESSIONSREQUEST']._serialized_end=1688
+  _globals['_LISTHELDSESSIONSRESPONSE']._serialized_start=1690
+  _globals['_LISTHELDSESSIONSRESPONSE']._serialized_end=1762
+  _globals['_PAUSESESSIONCREATIONREQUEST']._serialized_start=1764
+  _globals['_PAUSESESSIONCREATIONREQUEST']._serialized_end=1810
+  _globals['_PAUSESESSIONCREATIONRESPONSE']._serialized_start=1812
+  _globals['_PAUSESESSIONCREATIONRESPONSE']._serialized_end=1874
+  _globals['_LISTTENANTSREQUEST']._serialized_start=1876
+  _globals['_LISTTENANTSREQUEST']._serialized_end=1896
+  _globals['_LISTTENANTSRESPONSE']._serialized_start=1898
+  _globals['_LISTTENANTSRESPONSE']._serialized_end=1936
+  _globals['_SHARDSERVICE']._serialized_start=1939
+  _globals['_SHARDSERVICE']._serialized_end=2685
 # @@protoc_insertion_point(module_scope)

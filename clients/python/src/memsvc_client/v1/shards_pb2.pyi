@@ -58,7 +58,7 @@ class ExportSessionResponse(_message.Message):
     def __init__(self, head: _Optional[_Union[SessionHead, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[ExportedMessage, _Mapping]]] = ..., end: _Optional[_Union[ExportEnd, _Mapping]] = ...) -> None: ...
 
 class SessionHead(_message.Message):
-    __slots__ = ("session_id", "next_id", "first_recent_id", "start_at_unix_nano", "summary_json", "summary_cursor", "recent_messages", "exported_by", "exported_at_unix_nano", "tenant")
+    __slots__ = ("session_id", "next_id", "first_recent_id", "start_at_unix_nano", "summary_json", "summary_cursor", "recent_messages", "exported_by", "exported_at_unix_nano", "tenant", "summary_last_run")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_ID_FIELD_NUMBER: _ClassVar[int]
     FIRST_RECENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class SessionHead(_message.Message):
     EXPORTED_BY_FIELD_NUMBER: _ClassVar[int]
     EXPORTED_AT_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_LAST_RUN_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     next_id: int
     first_recent_id: int
@@ -79,7 +80,8 @@ class SessionHead(_message.Message):
     exported_by: str
     exported_at_unix_nano: int
     tenant: str
-    def __init__(self, session_id: _Optional[str] = ..., next_id: _Optional[int] = ..., first_recent_id: _Optional[int] = ..., start_at_unix_nano: _Optional[int] = ..., summary_json: _Optional[str] = ..., summary_cursor: _Optional[_Union[SummaryCursor, _Mapping]] = ..., recent_messages: _Optional[int] = ..., exported_by: _Optional[str] = ..., exported_at_unix_nano: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
+    summary_last_run: _memory_pb2.SummaryRun
+    def __init__(self, session_id: _Optional[str] = ..., next_id: _Optional[int] = ..., first_recent_id: _Optional[int] = ..., start_at_unix_nano: _Optional[int] = ..., summary_json: _Optional[str] = ..., summary_cursor: _Optional[_Union[SummaryCursor, _Mapping]] = ..., recent_messages: _Optional[int] = ..., exported_by: _Optional[str] = ..., exported_at_unix_nano: _Optional[int] = ..., tenant: _Optional[str] = ..., summary_last_run: _Optional[_Union[_memory_pb2.SummaryRun, _Mapping]] = ...) -> None: ...
 
 class SummaryCursor(_message.Message):
     __slots__ = ("message_id", "send_at_unix_nano")

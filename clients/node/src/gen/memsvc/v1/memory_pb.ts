@@ -10,7 +10,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/memory.proto.
  */
 export const file_memsvc_v1_memory: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEimQEKB01lc3NhZ2USCgoCaWQYASABKAQSHQoEcm9sZRgCIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSDgoGc2VuZGVyGAQgASgJEhkKEXNlbmRfYXRfdW5peF9uYW5vGAUgASgDEhEKCWVtYmVkZGluZxgGIAMoAhIUCgxwYXlsb2FkX2pzb24YByABKAkiYgoNQXBwZW5kUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIkgKDkFwcGVuZFJlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgiVAoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXF1ZXN0X3RleHQYAiABKAkSFQoNb21pdF9wYXlsb2FkcxgDIAEoCCK7AQoSR2V0Q29udGV4dFJlc3BvbnNlEiIKBndpbmRvdxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEigKDHR1cm5fY29udGV4dBgCIAEoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB3N1bW1hcnkYAyABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBvbWl0dGVkX21lc3NhZ2VzGAQgASgNEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkinQEKB1N1bW1hcnkSFQoNa2V5X2RlY2lzaW9ucxgBIAMoCRIzChBwYXN0X2Rpc2N1c3Npb25zGAIgAygLMhkubWVtc3ZjLnYxLlBhc3REaXNjdXNzaW9uEjgKEmN1cnJlbnRfZGlzY3Vzc2lvbhgDIAEoCzIcLm1lbXN2Yy52MS5DdXJyZW50RGlzY3Vzc2lvbhIMCgRqc29uGAQgASgJIl8KDlBhc3REaXNjdXNzaW9uEg0KBXRvcGljGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRIWCg5sYXN0X2Rpc2N1c3NlZBgEIAEoCSJgChFDdXJyZW50RGlzY3Vzc2lvbhINCgV0b3BpYxgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxwZXJzcGVjdGl2ZXMYAyABKAkSEQoJZGlyZWN0aW9uGAQgASgJIsgCCg1TZWFyY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcXVlcnkYAiABKAkSHwoFbWF0Y2gYAyABKA4yEC5tZW1zdmMudjEuTWF0Y2gSDQoFbGltaXQYBCABKA0SKAoKdGltZV9yYW5nZRgFIAEoDjIULm1lbXN2Yy52MS5UaW1lUmFuZ2USFwoPc2luY2VfdW5peF9uYW5vGAYgASgDEhcKD3VudGlsX3VuaXhfbmFubxgHIAEoAxIWCg5pbmNsdWRlX3dpbmRvdxgIIAEoCBIXCg9xdWVyeV9lbWJlZGRpbmcYCSADKAISGQoRcmVxdWlyZV9hbGxfd29yZHMYCiABKAgSFAoMd2l0aF9jb250ZXh0GAsgASgIEhUKDW9taXRfcGF5bG9hZHMYDCABKAgSDwoHZXhwbGFpbhgNIAEoCCJeCg5TZWFyY2hSZXNwb25zZRIiCgRoaXRzGAEgAygLMhQubWVtc3ZjLnYxLlNlYXJjaEhpdBISCgp1bnNlYXJjaGVkGAIgASgNEhQKDG9taXR0ZWRfaGl0cxgDIAEoDSKzAQoJU2VhcmNoSGl0EiMKB21lc3NhZ2UYASABKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIhCgZzb3VyY2UYAiABKA4yES5tZW1zdmMudjEuU291cmNlEg0KBXNjb3JlGAMgASgCEhIKCmlzX2NvbnRleHQYBCABKAgSCwoDcnVuGAUgASgNEi4KC2V4cGxhbmF0aW9uGAYgASgLMhkubWVtc3ZjLnYxLkhpdEV4cGxhbmF0aW9uIs8BCg5IaXRFeHBsYW5hdGlvbhIUCgxrZXl3b3JkX3JhbmsYASABKA0SFQoNa2V5d29yZF9zY29yZRgCIAEoAhIVCg1zZW1hbnRpY19yYW5rGAMgASgNEhsKE3NlbWFudGljX3NpbWlsYXJpdHkYBCABKAISEwoLZnVzZWRfc2NvcmUYBSABKAISEAoIcmVyYW5rZWQYBiABKAgSFAoMcmVyYW5rX3Njb3JlGAcgASgCEh8KBHRpZXIYCCABKA4yES5tZW1zdmMudjEuU291cmNlIiQKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPgoPQ29tcGFjdFJlc3BvbnNlEg8KB3JlbW92ZWQYASABKA0SGgoSc3RhcnRfYXRfdW5peF9uYW5vGAIgASgDIiYKEFN1bW1hcml6ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJHChFTdW1tYXJpemVSZXNwb25zZRINCgVjb3VudBgBIAEoDRIjCgdzdW1tYXJ5GAIgASgLMhIubWVtc3ZjLnYxLlN1bW1hcnkiJwoRR2V0U3VtbWFyeVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJTChJHZXRTdW1tYXJ5UmVzcG9uc2USIwoHc3VtbWFyeRgBIAEoCzISLm1lbXN2Yy52MS5TdW1tYXJ5EhgKEGN1cnNvcl91bml4X25hbm8YAiABKAMiRgoMUmVzZXRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSIgoEbW9kZRgCIAEoDjIULm1lbXN2Yy52MS5SZXNldE1vZGUiNAoNUmVzZXRSZXNwb25zZRIjCgdkZWxldGVkGAEgASgLMhIubWVtc3ZjLnYxLkRlbGV0ZWQiKgoUUmVtb3ZlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI8ChVSZW1vdmVTZXNzaW9uUmVzcG9uc2USIwoHZGVsZXRlZBgBIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkImAKB0RlbGV0ZWQSGAoQaGlzdG9yeV9tZXNzYWdlcxgBIAEoDRIZChFhcmNoaXZlZF9tZXNzYWdlcxgCIAEoDRIPCgd2ZWN0b3JzGAMgASgNEg8KB3N1bW1hcnkYBCABKAgiWQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRIbChNzZXNzaW9uX2lkX2NvbnRhaW5zGAMgASgJIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYubWVtc3ZjLnYxLlNlc3Npb25JbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKDAQoLU2Vzc2lvbkluZm8SEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1tZXNzYWdlX2NvdW50GAIgASgNEhUKDWhpc3RvcnlfYnl0ZXMYAyABKAQSHQoVbGFzdF9hcHBlbmRfdW5peF9uYW5vGAQgASgDEhMKC2hhc19zdW1tYXJ5GAUgASgIIn0KE0xpc3RNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCRIUCgxuZXdlc3RfZmlyc3QYBCABKAgSFQoNb21pdF9wYXlsb2FkcxgFIAEoCCJVChRMaXN0TWVzc2FnZXNSZXNwb25zZRIkCghtZXNzYWdlcxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJGChVEZWxldGVNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRILCgNpZHMYAiADKAQSDAoEbGFzdBgDIAEoDSJ9ChZEZWxldGVNZXNzYWdlc1Jlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USIwoHZGVsZXRlZBgCIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkEhgKEGNvbnRlbnRzX29taXR0ZWQYAyABKA0inwEKFlJlcGxhY2VNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIkCghtZXNzYWdlcxgCIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCRIdChBleHBlY3RlZF9sYXN0X2lkGAQgASgESACIAQFCEwoRX2V4cGVjdGVkX2xhc3RfaWQidgoXUmVwbGFjZU1lc3NhZ2VzUmVzcG9uc2USJAoIbWVzc2FnZXMYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIQCghyZXBsYXllZBgCIAEoCBIjCgdkZWxldGVkGAMgASgLMhIubWVtc3ZjLnYxLkRlbGV0ZWQqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEKlcKBU1hdGNoEhUKEU1BVENIX1VOU1BFQ0lGSUVEEAASEgoOTUFUQ0hfU0VNQU5USUMQARIRCg1NQVRDSF9LRVlXT1JEEAISEAoMTUFUQ0hfSFlCUklEEAMqjwEKCVRpbWVSYW5nZRIaChZUSU1FX1JBTkdFX1VOU1BFQ0lGSUVEEAASEgoOVElNRV9SQU5HRV9BTEwQARISCg5USU1FX1JBTkdFX0RBWRACEhMKD1RJTUVfUkFOR0VfV0VFSxADEhQKEFRJTUVfUkFOR0VfTU9OVEgQBBITCg9USU1FX1JBTkdFX1lFQVIQBSpaCgZTb3VyY2USFgoSU09VUkNFX1VOU1BFQ0lGSUVEEAASEQoNU09VUkNFX1JFQ0VOVBABEhIKDlNPVVJDRV9BUkNISVZFEAISEQoNU09VUkNFX1dJTkRPVxADKlMKCVJlc2V0TW9kZRIaChZSRVNFVF9NT0RFX1VOU1BFQ0lGSUVEEAASFgoSUkVTRVRfTU9ERV9TVU1NQVJZEAESEgoOUkVTRVRfTU9ERV9BTEwQAjK4BwoNTWVtb3J5U2VydmljZRI9CgZBcHBlbmQSGC5tZW1zdmMudjEuQXBwZW5kUmVxdWVzdBoZLm1lbXN2Yy52MS5BcHBlbmRSZXNwb25zZRJOCgpHZXRDb250ZXh0EhwubWVtc3ZjLnYxLkdldENvbnRleHRSZXF1ZXN0Gh0ubWVtc3ZjLnYxLkdldENvbnRleHRSZXNwb25zZSIDkAIBEkIKBlNlYXJjaBIYLm1lbXN2Yy52MS5TZWFyY2hSZXF1ZXN0GhkubWVtc3ZjLnYxLlNlYXJjaFJlc3BvbnNlIgOQAgESRQoHQ29tcGFjdBIZLm1lbXN2Yy52MS5Db21wYWN0UmVxdWVzdBoaLm1lbXN2Yy52MS5Db21wYWN0UmVzcG9uc2UiA5ACAhJGCglTdW1tYXJpemUSGy5tZW1zdmMudjEuU3VtbWFyaXplUmVxdWVzdBocLm1lbXN2Yy52MS5TdW1tYXJpemVSZXNwb25zZRJOCgpHZXRTdW1tYXJ5EhwubWVtc3ZjLnYxLkdldFN1bW1hcnlSZXF1ZXN0Gh0ubWVtc3ZjLnYxLkdldFN1bW1hcnlSZXNwb25zZSIDkAIBEj8KBVJlc2V0EhcubWVtc3ZjLnYxLlJlc2V0UmVxdWVzdBoYLm1lbXN2Yy52MS5SZXNldFJlc3BvbnNlIgOQAgISVwoNUmVtb3ZlU2Vzc2lvbhIfLm1lbXN2Yy52MS5SZW1vdmVTZXNzaW9uUmVxdWVzdBogLm1lbXN2Yy52MS5SZW1vdmVTZXNzaW9uUmVzcG9uc2UiA5ACAhJUCgxMaXN0U2Vzc2lvbnMSHi5tZW1zdmMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLm1lbXN2Yy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSIDkAIBElQKDExpc3RNZXNzYWdlcxIeLm1lbXN2Yy52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlIgOQAgESVQoORGVsZXRlTWVzc2FnZXMSIC5tZW1zdmMudjEuRGVsZXRlTWVzc2FnZXNSZXF1ZXN0GiEubWVtc3ZjLnYxLkRlbGV0ZU1lc3NhZ2VzUmVzcG9uc2USWAoPUmVwbGFjZU1lc3NhZ2VzEiEubWVtc3ZjLnYxLlJlcGxhY2VNZXNzYWdlc1JlcXVlc3QaIi5tZW1zdmMudjEuUmVwbGFjZU1lc3NhZ2VzUmVzcG9uc2VCKVonbWVtc3ZjLmRldi9jbGllbnRzL2dvL21lbXN2Y3YxO21lbXN2Y3YxYgZwcm90bzM");
+  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEimQEKB01lc3NhZ2USCgoCaWQYASABKAQSHQoEcm9sZRgCIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSDgoGc2VuZGVyGAQgASgJEhkKEXNlbmRfYXRfdW5peF9uYW5vGAUgASgDEhEKCWVtYmVkZGluZxgGIAMoAhIUCgxwYXlsb2FkX2pzb24YByABKAkiYgoNQXBwZW5kUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIkgKDkFwcGVuZFJlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgiVAoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXF1ZXN0X3RleHQYAiABKAkSFQoNb21pdF9wYXlsb2FkcxgDIAEoCCK7AQoSR2V0Q29udGV4dFJlc3BvbnNlEiIKBndpbmRvdxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEigKDHR1cm5fY29udGV4dBgCIAEoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB3N1bW1hcnkYAyABKAsyEi5tZW1zdmMudjEuU3VtbWFyeRIYChBvbWl0dGVkX21lc3NhZ2VzGAQgASgNEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkinQEKB1N1bW1hcnkSFQoNa2V5X2RlY2lzaW9ucxgBIAMoCRIzChBwYXN0X2Rpc2N1c3Npb25zGAIgAygLMhkubWVtc3ZjLnYxLlBhc3REaXNjdXNzaW9uEjgKEmN1cnJlbnRfZGlzY3Vzc2lvbhgDIAEoCzIcLm1lbXN2Yy52MS5DdXJyZW50RGlzY3Vzc2lvbhIMCgRqc29uGAQgASgJIl8KDlBhc3REaXNjdXNzaW9uEg0KBXRvcGljGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRIWCg5sYXN0X2Rpc2N1c3NlZBgEIAEoCSJgChFDdXJyZW50RGlzY3Vzc2lvbhINCgV0b3BpYxgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxwZXJzcGVjdGl2ZXMYAyABKAkSEQoJZGlyZWN0aW9uGAQgASgJIsgCCg1TZWFyY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcXVlcnkYAiABKAkSHwoFbWF0Y2gYAyABKA4yEC5tZW1zdmMudjEuTWF0Y2gSDQoFbGltaXQYBCABKA0SKAoKdGltZV9yYW5nZRgFIAEoDjIULm1lbXN2Yy52MS5UaW1lUmFuZ2USFwoPc2luY2VfdW5peF9uYW5vGAYgASgDEhcKD3VudGlsX3VuaXhfbmFubxgHIAEoAxIWCg5pbmNsdWRlX3dpbmRvdxgIIAEoCBIXCg9xdWVyeV9lbWJlZGRpbmcYCSADKAISGQoRcmVxdWlyZV9hbGxfd29yZHMYCiABKAgSFAoMd2l0aF9jb250ZXh0GAsgASgIEhUKDW9taXRfcGF5bG9hZHMYDCABKAgSDwoHZXhwbGFpbhgNIAEoCCJeCg5TZWFyY2hSZXNwb25zZRIiCgRoaXRzGAEgAygLMhQubWVtc3ZjLnYxLlNlYXJjaEhpdBISCgp1bnNlYXJjaGVkGAIgASgNEhQKDG9taXR0ZWRfaGl0cxgDIAEoDSKzAQoJU2VhcmNoSGl0EiMKB21lc3NhZ2UYASABKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIhCgZzb3VyY2UYAiABKA4yES5tZW1zdmMudjEuU291cmNlEg0KBXNjb3JlGAMgASgCEhIKCmlzX2NvbnRleHQYBCABKAgSCwoDcnVuGAUgASgNEi4KC2V4cGxhbmF0aW9uGAYgASgLMhkubWVtc3ZjLnYxLkhpdEV4cGxhbmF0aW9uIs8BCg5IaXRFeHBsYW5hdGlvbhIUCgxrZXl3b3JkX3JhbmsYASABKA0SFQoNa2V5d29yZF9zY29yZRgCIAEoAhIVCg1zZW1hbnRpY19yYW5rGAMgASgNEhsKE3NlbWFudGljX3NpbWlsYXJpdHkYBCABKAISEwoLZnVzZWRfc2NvcmUYBSABKAISEAoIcmVyYW5rZWQYBiABKAgSFAoMcmVyYW5rX3Njb3JlGAcgASgCEh8KBHRpZXIYCCABKA4yES5tZW1zdmMudjEuU291cmNlIiQKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPgoPQ29tcGFjdFJlc3BvbnNlEg8KB3JlbW92ZWQYASABKA0SGgoSc3RhcnRfYXRfdW5peF9uYW5vGAIgASgDIiYKEFN1bW1hcml6ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJHChFTdW1tYXJpemVSZXNwb25zZRINCgVjb3VudBgBIAEoDRIjCgdzdW1tYXJ5GAIgASgLMhIubWVtc3ZjLnYxLlN1bW1hcnkiJwoRR2V0U3VtbWFyeVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJ8ChJHZXRTdW1tYXJ5UmVzcG9uc2USIwoHc3VtbWFyeRgBIAEoCzISLm1lbXN2Yy52MS5TdW1tYXJ5EhgKEGN1cnNvcl91bml4X25hbm8YAiABKAMSJwoIbGFzdF9ydW4YAyABKAsyFS5tZW1zdmMudjEuU3VtbWFyeVJ1biLUAQoKU3VtbWFyeVJ1bhIqCgd0cmlnZ2VyGAEgASgOMhkubWVtc3ZjLnYxLlN1bW1hcnlUcmlnZ2VyEhwKFHN0YXJ0ZWRfYXRfdW5peF9uYW5vGAIgASgDEh0KFWZpbmlzaGVkX2F0X3VuaXhfbmFubxgDIAEoAxIqCgdvdXRjb21lGAQgASgOMhkubWVtc3ZjLnYxLlN1bW1hcnlPdXRjb21lEhAKCG1lc3NhZ2VzGAUgASgNEg4KBnJlYXNvbhgGIAEoCRIPCgdtZXNzYWdlGAcgASgJIkYKDFJlc2V0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiIKBG1vZGUYAiABKA4yFC5tZW1zdmMudjEuUmVzZXRNb2RlIjQKDVJlc2V0UmVzcG9uc2USIwoHZGVsZXRlZBgBIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkIioKFFJlbW92ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPAoVUmVtb3ZlU2Vzc2lvblJlc3BvbnNlEiMKB2RlbGV0ZWQYASABKAsyEi5tZW1zdmMudjEuRGVsZXRlZCJgCgdEZWxldGVkEhgKEGhpc3RvcnlfbWVzc2FnZXMYASABKA0SGQoRYXJjaGl2ZWRfbWVzc2FnZXMYAiABKA0SDwoHdmVjdG9ycxgDIAEoDRIPCgdzdW1tYXJ5GAQgASgIIlkKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSGwoTc2Vzc2lvbl9pZF9jb250YWlucxgDIAEoCSJZChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIoCghzZXNzaW9ucxgBIAMoCzIWLm1lbXN2Yy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigwEKC1Nlc3Npb25JbmZvEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoDRIVCg1oaXN0b3J5X2J5dGVzGAMgASgEEh0KFWxhc3RfYXBwZW5kX3VuaXhfbmFubxgEIAEoAxITCgtoYXNfc3VtbWFyeRgFIAEoCCJ9ChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkSFAoMbmV3ZXN0X2ZpcnN0GAQgASgIEhUKDW9taXRfcGF5bG9hZHMYBSABKAgiVQoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USJAoIbWVzc2FnZXMYASADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoVRGVsZXRlTWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSCwoDaWRzGAIgAygEEgwKBGxhc3QYAyABKA0ifQoWRGVsZXRlTWVzc2FnZXNSZXNwb25zZRIkCghtZXNzYWdlcxgBIAMoCzISLm1lbXN2Yy52MS5NZXNzYWdlEiMKB2RlbGV0ZWQYAiABKAsyEi5tZW1zdmMudjEuRGVsZXRlZBIYChBjb250ZW50c19vbWl0dGVkGAMgASgNIp8BChZSZXBsYWNlTWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSJAoIbWVzc2FnZXMYAiADKAsyEi5tZW1zdmMudjEuTWVzc2FnZRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkSHQoQZXhwZWN0ZWRfbGFzdF9pZBgEIAEoBEgAiAEBQhMKEV9leHBlY3RlZF9sYXN0X2lkInYKF1JlcGxhY2VNZXNzYWdlc1Jlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWVtc3ZjLnYxLk1lc3NhZ2USEAoIcmVwbGF5ZWQYAiABKAgSIwoHZGVsZXRlZBgDIAEoCzISLm1lbXN2Yy52MS5EZWxldGVkKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAxINCglST0xFX1RPT0wQBCpXCgVNYXRjaBIVChFNQVRDSF9VTlNQRUNJRklFRBAAEhIKDk1BVENIX1NFTUFOVElDEAESEQoNTUFUQ0hfS0VZV09SRBACEhAKDE1BVENIX0hZQlJJRBADKo8BCglUaW1lUmFuZ2USGgoWVElNRV9SQU5HRV9VTlNQRUNJRklFRBAAEhIKDlRJTUVfUkFOR0VfQUxMEAESEgoOVElNRV9SQU5HRV9EQVkQAhITCg9USU1FX1JBTkdFX1dFRUsQAxIUChBUSU1FX1JBTkdFX01PTlRIEAQSEwoPVElNRV9SQU5HRV9ZRUFSEAUqWgoGU291cmNlEhYKElNPVVJDRV9VTlNQRUNJRklFRBAAEhEKDVNPVVJDRV9SRUNFTlQQARISCg5TT1VSQ0VfQVJDSElWRRACEhEKDVNPVVJDRV9XSU5ET1cQAyqKAQoOU3VtbWFyeVRyaWdnZXISHwobU1VNTUFSWV9UUklHR0VSX1VOU1BFQ0lGSUVEEAASFwoTU1VNTUFSWV9UUklHR0VSX0pPQhABEh0KGVNVTU1BUllfVFJJR0dFUl9TVU1NQVJJWkUQAhIfChtTVU1NQVJZX1RSSUdHRVJfRklUX0NPTlRFWFQQAyqOAQoOU3VtbWFyeU91dGNvbWUSHwobU1VNTUFSWV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASHgoaU1VNTUFSWV9PVVRDT01FX1NVTU1BUklaRUQQARIfChtTVU1NQVJZX09VVENPTUVfTk9USElOR19ORVcQAhIaChZTVU1NQVJZX09VVENPTUVfRkFJTEVEEAMqUwoJUmVzZXRNb2RlEhoKFlJFU0VUX01PREVfVU5TUEVDSUZJRUQQABIWChJSRVNFVF9NT0RFX1NVTU1BUlkQARISCg5SRVNFVF9NT0RFX0FMTBACMrgHCg1NZW1vcnlTZXJ2aWNlEj0KBkFwcGVuZBIYLm1lbXN2Yy52MS5BcHBlbmRSZXF1ZXN0GhkubWVtc3ZjLnYxLkFwcGVuZFJlc3BvbnNlEk4KCkdldENvbnRleHQSHC5tZW1zdmMudjEuR2V0Q29udGV4dFJlcXVlc3QaHS5tZW1zdmMudjEuR2V0Q29udGV4dFJlc3BvbnNlIgOQAgESQgoGU2VhcmNoEhgubWVtc3ZjLnYxLlNlYXJjaFJlcXVlc3QaGS5tZW1zdmMudjEuU2VhcmNoUmVzcG9uc2UiA5ACARJFCgdDb21wYWN0EhkubWVtc3ZjLnYxLkNvbXBhY3RSZXF1ZXN0GhoubWVtc3ZjLnYxLkNvbXBhY3RSZXNwb25zZSIDkAICEkYKCVN1bW1hcml6ZRIbLm1lbXN2Yy52MS5TdW1tYXJpemVSZXF1ZXN0GhwubWVtc3ZjLnYxLlN1bW1hcml6ZVJlc3BvbnNlEk4KCkdldFN1bW1hcnkSHC5tZW1zdmMudjEuR2V0U3VtbWFyeVJlcXVlc3QaHS5tZW1zdmMudjEuR2V0U3VtbWFyeVJlc3BvbnNlIgOQAgESPwoFUmVzZXQSFy5tZW1zdmMudjEuUmVzZXRSZXF1ZXN0GhgubWVtc3ZjLnYxLlJlc2V0UmVzcG9uc2UiA5ACAhJXCg1SZW1vdmVTZXNzaW9uEh8ubWVtc3ZjLnYxLlJlbW92ZVNlc3Npb25SZXF1ZXN0GiAubWVtc3ZjLnYxLlJlbW92ZVNlc3Npb25SZXNwb25zZSIDkAICElQKDExpc3RTZXNzaW9ucxIeLm1lbXN2Yy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIgOQAgESVAoMTGlzdE1lc3NhZ2VzEh4ubWVtc3ZjLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHy5tZW1zdmMudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2UiA5ACARJVCg5EZWxldGVNZXNzYWdlcxIgLm1lbXN2Yy52MS5EZWxldGVNZXNzYWdlc1JlcXVlc3QaIS5tZW1zdmMudjEuRGVsZXRlTWVzc2FnZXNSZXNwb25zZRJYCg9SZXBsYWNlTWVzc2FnZXMSIS5tZW1zdmMudjEuUmVwbGFjZU1lc3NhZ2VzUmVxdWVzdBoiLm1lbXN2Yy52MS5SZXBsYWNlTWVzc2FnZXNSZXNwb25zZUIpWidtZW1zdmMuZGV2L2NsaWVudHMvZ28vbWVtc3ZjdjE7bWVtc3ZjdjFiBnByb3RvMw");
 
 /**
  * Message is one stored conversation message.
@@ -825,6 +825,16 @@ export type GetSummaryResponse = Message$1<"memsvc.v1.GetSummaryResponse"> & {
    * @generated from field: int64 cursor_unix_nano = 2;
    */
   cursorUnixNano: bigint;
+
+  /**
+   * How the summarizer's last run on the session went; unset when none is
+   * recorded: no run yet, the summary was deleted with it (Reset
+   * RESET_MODE_ALL, ReplaceMessages), or the server could not read its
+   * record (it logs why).
+   *
+   * @generated from field: memsvc.v1.SummaryRun last_run = 3;
+   */
+  lastRun?: SummaryRun | undefined;
 };
 
 /**
@@ -833,6 +843,76 @@ export type GetSummaryResponse = Message$1<"memsvc.v1.GetSummaryResponse"> & {
  */
 export const GetSummaryResponseSchema: GenMessage<GetSummaryResponse> = /*@__PURE__*/
   messageDesc(file_memsvc_v1_memory, 17);
+
+/**
+ * SummaryRun is one run of the summarizer on a session: what started it,
+ * when, and how it ended. A FitContext whose fold needed no summary call
+ * records none.
+ *
+ * @generated from message memsvc.v1.SummaryRun
+ */
+export type SummaryRun = Message$1<"memsvc.v1.SummaryRun"> & {
+  /**
+   * What started the run.
+   *
+   * @generated from field: memsvc.v1.SummaryTrigger trigger = 1;
+   */
+  trigger: SummaryTrigger;
+
+  /**
+   * When the run started, UTC Unix nanoseconds.
+   *
+   * @generated from field: int64 started_at_unix_nano = 2;
+   */
+  startedAtUnixNano: bigint;
+
+  /**
+   * When the run ended, UTC Unix nanoseconds.
+   *
+   * @generated from field: int64 finished_at_unix_nano = 3;
+   */
+  finishedAtUnixNano: bigint;
+
+  /**
+   * How the run ended.
+   *
+   * @generated from field: memsvc.v1.SummaryOutcome outcome = 4;
+   */
+  outcome: SummaryOutcome;
+
+  /**
+   * How many messages the summary took in: as SummarizeResponse.count when
+   * SUMMARY_OUTCOME_SUMMARIZED; when SUMMARY_OUTCOME_FAILED, those saved
+   * before the failure (the summary is saved after each chunk); 0 otherwise.
+   *
+   * @generated from field: uint32 messages = 5;
+   */
+  messages: number;
+
+  /**
+   * SUMMARY_OUTCOME_FAILED: the failure's google.rpc.ErrorInfo reason, as
+   * the call would have answered it (LLM_UNAVAILABLE,
+   * LLM_REPLY_UNPARSEABLE, ...); empty otherwise.
+   *
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+
+  /**
+   * SUMMARY_OUTCOME_FAILED: the failure's message, for a person; it never
+   * holds conversation text. Empty otherwise.
+   *
+   * @generated from field: string message = 7;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message memsvc.v1.SummaryRun.
+ * Use `create(SummaryRunSchema)` to create a new message.
+ */
+export const SummaryRunSchema: GenMessage<SummaryRun> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 18);
 
 /**
  * ResetRequest clears a session's conversation.
@@ -860,7 +940,7 @@ export type ResetRequest = Message$1<"memsvc.v1.ResetRequest"> & {
  * Use `create(ResetRequestSchema)` to create a new message.
  */
 export const ResetRequestSchema: GenMessage<ResetRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 18);
+  messageDesc(file_memsvc_v1_memory, 19);
 
 /**
  * ResetResponse says what Reset deleted.
@@ -881,7 +961,7 @@ export type ResetResponse = Message$1<"memsvc.v1.ResetResponse"> & {
  * Use `create(ResetResponseSchema)` to create a new message.
  */
 export const ResetResponseSchema: GenMessage<ResetResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 19);
+  messageDesc(file_memsvc_v1_memory, 20);
 
 /**
  * RemoveSessionRequest deletes a session.
@@ -902,7 +982,7 @@ export type RemoveSessionRequest = Message$1<"memsvc.v1.RemoveSessionRequest"> &
  * Use `create(RemoveSessionRequestSchema)` to create a new message.
  */
 export const RemoveSessionRequestSchema: GenMessage<RemoveSessionRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 20);
+  messageDesc(file_memsvc_v1_memory, 21);
 
 /**
  * RemoveSessionResponse says what RemoveSession deleted.
@@ -923,7 +1003,7 @@ export type RemoveSessionResponse = Message$1<"memsvc.v1.RemoveSessionResponse">
  * Use `create(RemoveSessionResponseSchema)` to create a new message.
  */
 export const RemoveSessionResponseSchema: GenMessage<RemoveSessionResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 21);
+  messageDesc(file_memsvc_v1_memory, 22);
 
 /**
  * Deleted counts what a Reset, RemoveSession or DeleteMessages deleted in
@@ -966,7 +1046,7 @@ export type Deleted = Message$1<"memsvc.v1.Deleted"> & {
  * Use `create(DeletedSchema)` to create a new message.
  */
 export const DeletedSchema: GenMessage<Deleted> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 22);
+  messageDesc(file_memsvc_v1_memory, 23);
 
 /**
  * ListSessionsRequest pages through the stored sessions.
@@ -1001,7 +1081,7 @@ export type ListSessionsRequest = Message$1<"memsvc.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 23);
+  messageDesc(file_memsvc_v1_memory, 24);
 
 /**
  * ListSessionsResponse is one page of sessions.
@@ -1029,7 +1109,7 @@ export type ListSessionsResponse = Message$1<"memsvc.v1.ListSessionsResponse"> &
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 24);
+  messageDesc(file_memsvc_v1_memory, 25);
 
 /**
  * SessionInfo describes one stored session.
@@ -1078,7 +1158,7 @@ export type SessionInfo = Message$1<"memsvc.v1.SessionInfo"> & {
  * Use `create(SessionInfoSchema)` to create a new message.
  */
 export const SessionInfoSchema: GenMessage<SessionInfo> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 25);
+  messageDesc(file_memsvc_v1_memory, 26);
 
 /**
  * ListMessagesRequest pages through a session's stored messages.
@@ -1135,7 +1215,7 @@ export type ListMessagesRequest = Message$1<"memsvc.v1.ListMessagesRequest"> & {
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 26);
+  messageDesc(file_memsvc_v1_memory, 27);
 
 /**
  * ListMessagesResponse is one page of messages.
@@ -1163,7 +1243,7 @@ export type ListMessagesResponse = Message$1<"memsvc.v1.ListMessagesResponse"> &
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 27);
+  messageDesc(file_memsvc_v1_memory, 28);
 
 /**
  * DeleteMessagesRequest names the messages to delete: ids, or the newest
@@ -1199,7 +1279,7 @@ export type DeleteMessagesRequest = Message$1<"memsvc.v1.DeleteMessagesRequest">
  * Use `create(DeleteMessagesRequestSchema)` to create a new message.
  */
 export const DeleteMessagesRequestSchema: GenMessage<DeleteMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 28);
+  messageDesc(file_memsvc_v1_memory, 29);
 
 /**
  * DeleteMessagesResponse says what DeleteMessages deleted.
@@ -1239,7 +1319,7 @@ export type DeleteMessagesResponse = Message$1<"memsvc.v1.DeleteMessagesResponse
  * Use `create(DeleteMessagesResponseSchema)` to create a new message.
  */
 export const DeleteMessagesResponseSchema: GenMessage<DeleteMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 29);
+  messageDesc(file_memsvc_v1_memory, 30);
 
 /**
  * ReplaceMessagesRequest names a session and the history it holds from now on.
@@ -1288,7 +1368,7 @@ export type ReplaceMessagesRequest = Message$1<"memsvc.v1.ReplaceMessagesRequest
  * Use `create(ReplaceMessagesRequestSchema)` to create a new message.
  */
 export const ReplaceMessagesRequestSchema: GenMessage<ReplaceMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 30);
+  messageDesc(file_memsvc_v1_memory, 31);
 
 /**
  * ReplaceMessagesResponse acknowledges the new history.
@@ -1326,7 +1406,7 @@ export type ReplaceMessagesResponse = Message$1<"memsvc.v1.ReplaceMessagesRespon
  * Use `create(ReplaceMessagesResponseSchema)` to create a new message.
  */
 export const ReplaceMessagesResponseSchema: GenMessage<ReplaceMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 31);
+  messageDesc(file_memsvc_v1_memory, 32);
 
 /**
  * Role says who wrote a message.
@@ -1518,6 +1598,91 @@ export const SourceSchema: GenEnum<Source> = /*@__PURE__*/
   enumDesc(file_memsvc_v1_memory, 3);
 
 /**
+ * SummaryTrigger says what started a summary run.
+ *
+ * @generated from enum memsvc.v1.SummaryTrigger
+ */
+export enum SummaryTrigger {
+  /**
+   * Not set; never recorded.
+   *
+   * @generated from enum value: SUMMARY_TRIGGER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The summary job, on its schedule (summary_schedule).
+   *
+   * @generated from enum value: SUMMARY_TRIGGER_JOB = 1;
+   */
+  JOB = 1,
+
+  /**
+   * A Summarize call.
+   *
+   * @generated from enum value: SUMMARY_TRIGGER_SUMMARIZE = 2;
+   */
+  SUMMARIZE = 2,
+
+  /**
+   * FitContext folding a run's older turns into the summary.
+   *
+   * @generated from enum value: SUMMARY_TRIGGER_FIT_CONTEXT = 3;
+   */
+  FIT_CONTEXT = 3,
+}
+
+/**
+ * Describes the enum memsvc.v1.SummaryTrigger.
+ */
+export const SummaryTriggerSchema: GenEnum<SummaryTrigger> = /*@__PURE__*/
+  enumDesc(file_memsvc_v1_memory, 4);
+
+/**
+ * SummaryOutcome says how a summary run ended.
+ *
+ * @generated from enum memsvc.v1.SummaryOutcome
+ */
+export enum SummaryOutcome {
+  /**
+   * Not set; never recorded.
+   *
+   * @generated from enum value: SUMMARY_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The summary took in messages (SummaryRun.messages) and the cursor
+   * moved past them.
+   *
+   * @generated from enum value: SUMMARY_OUTCOME_SUMMARIZED = 1;
+   */
+  SUMMARIZED = 1,
+
+  /**
+   * No message waited after the cursor (user messages still waiting for a
+   * reply do not count): nothing changed.
+   *
+   * @generated from enum value: SUMMARY_OUTCOME_NOTHING_NEW = 2;
+   */
+  NOTHING_NEW = 2,
+
+  /**
+   * The run failed (SummaryRun.reason and message say why); what it saved
+   * before the failure stays.
+   *
+   * @generated from enum value: SUMMARY_OUTCOME_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum memsvc.v1.SummaryOutcome.
+ */
+export const SummaryOutcomeSchema: GenEnum<SummaryOutcome> = /*@__PURE__*/
+  enumDesc(file_memsvc_v1_memory, 5);
+
+/**
  * ResetMode says what Reset keeps.
  *
  * @generated from enum memsvc.v1.ResetMode
@@ -1549,7 +1714,7 @@ export enum ResetMode {
  * Describes the enum memsvc.v1.ResetMode.
  */
 export const ResetModeSchema: GenEnum<ResetMode> = /*@__PURE__*/
-  enumDesc(file_memsvc_v1_memory, 4);
+  enumDesc(file_memsvc_v1_memory, 6);
 
 /**
  * MemoryService holds the per-session conversation memory: the context
@@ -1633,7 +1798,8 @@ export const MemoryService: GenService<{
     output: typeof SummarizeResponseSchema;
   },
   /**
-   * GetSummary returns the stored rolling summary and its cursor.
+   * GetSummary returns the stored rolling summary, its cursor and how the
+   * summarizer's last run on the session went.
    *
    * @generated from rpc memsvc.v1.MemoryService.GetSummary
    */
