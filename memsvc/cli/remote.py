@@ -82,11 +82,20 @@ def show(memory: Any, args: argparse.Namespace) -> None:
     context = memory.get_context(args.session)
     if args.json:
         return as_json({"window": context.window, "summary": stored.summary,
-                        "cursor_unix_nano": stored.cursor_unix_nano})
+                        "cursor_unix_nano": stored.cursor_unix_nano, "last_run": stored.last_run})
     print(f"session {args.session}: the last {len(context.window)} messages")
     _messages(context.window, "  (the window is empty)")
-    print(f"\nrolling summary (cursor {when(stored.cursor_unix_nano)}):")
+    print(f"\nrolling summary (cursor {when(stored.cursor_unix_nano)}; last run {_last_run(stored.last_run)}):")
     _summary(stored.summary)
+
+
+def _last_run(run: Any) -> str:
+    """The summarizer's last run on the session, in words: when, what started it, how it went."""
+    if run is None:
+        return "none recorded"
+    said = {"summarized": f"summarized {run.messages} messages", "nothing_new": "nothing new to summarize",
+            "failed": f"failed: {run.reason}: {run.message}"}.get(run.outcome, run.outcome)
+    return f"{when(run.finished_at_unix_nano)} by {run.trigger.replace('_', ' ')}, {said}"
 
 
 def search(memory: Any, args: argparse.Namespace) -> None:

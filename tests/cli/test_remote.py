@@ -72,9 +72,10 @@ def test_show_prints_the_window_and_the_summary(talk):
     shown = talk("show", "alpha")
     assert "session alpha: the last 2 messages" in shown
     assert "We deploy on Fridays?" in shown and "planner" in shown and "no rolling summary" in shown
+    assert "last run none recorded" in shown
     data = json.loads(talk("show", "alpha", "--json"))
     assert [m["content"] for m in data["window"]] == ["We deploy on Fridays?", "No: never on Fridays."]
-    assert data["window"][1]["role"] == "assistant" and data["summary"] is None
+    assert data["window"][1]["role"] == "assistant" and data["summary"] is None and data["last_run"] is None
 
 
 def test_search_by_keyword_with_time_bounds(talk):
@@ -129,7 +130,10 @@ def test_summarize_folds_and_prints_the_summary(make_server, llm_server):
         memory.append("s", [("user", "We deploy on Fridays?"), ("assistant", "No: Tuesdays.")])
     folded = ok("summarize", "s", "--target", server.tcp, "--timeout", "60")
     assert "folded 2 messages" in folded and "rule: Do: deploy on Tuesdays" in folded and "deploys" in folded
-    assert "rule: Do: deploy on Tuesdays" in ok("show", "s", "--target", server.tcp)
+    shown = ok("show", "s", "--target", server.tcp)
+    assert "rule: Do: deploy on Tuesdays" in shown and "by summarize, summarized 2 messages" in shown
+    last_run = json.loads(ok("show", "s", "--json", "--target", server.tcp))["last_run"]
+    assert (last_run["trigger"], last_run["outcome"], last_run["messages"]) == ("summarize", "summarized", 2)
     assert json.loads(ok("sessions", "--json", "--target", server.tcp))[0]["has_summary"] is True
 
 
