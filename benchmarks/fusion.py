@@ -202,7 +202,7 @@ def families() -> dict[str, dict[str, Fusion]]:
     """Each family's variants by their constants; leave-one-set-out picks one per family."""
     found: dict[str, dict[str, Fusion]] = {"cosine + share of best BM25 (hybrid.fuse)": {}, "reciprocal rank": {},
                                            "standardized scores": {}}
-    for weight in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5):
+    for weight in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5):
         tuning = hybrid.FusionTuning(keyword_weight=weight)
         found["cosine + share of best BM25 (hybrid.fuse)"][f"keyword_weight={weight}"] = (
             lambda kw, se, tuning=tuning: [c.id for c in hybrid.fuse(kw, se, tuning)])
