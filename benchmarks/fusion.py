@@ -11,8 +11,10 @@ in process: the ranking and BM25 scores the server serves); dense pools from
 numpy over each message's vector (what the server's exact scan returns below
 20,000 vectors), with all-MiniLM-L6-v2 (sentence-transformers) and with the
 builtin hashed features (what text written without spaces keeps). Pairs
-measured: every set with MiniLM, MADial zh with builtin as well. Results:
-benchmarks/results/fusion.json.
+measured: every set with MiniLM, MADial zh with builtin as well. Beside the
+lists: FTS5 and stemmed FTS5 (baselines.Fts5, as bench-retrieval runs them) over
+the same messages and queries, and the in-process keyword search's p50 on these
+long queries. Results: benchmarks/results/fusion.json.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import madial
 import msgspec
 import numpy as np
 import realmem
-from baselines import Embedded, dense_exact
+from baselines import Embedded, Fts5, dense_exact
 from common import save
 
 from memsvc.app import App
@@ -57,6 +59,10 @@ class Case(msgspec.Struct):
     "Evidence items, each found when any of its ids is returned."
     keyword: Ranking
     dense: dict[str, Ranking]
+    lexical: dict[str, list[int]]
+    "FTS5 baselines' best K, by name."
+    keyword_seconds: float
+    "The in-process keyword search's time for this query."
 
 
 def recall(case: Case, ranked: Sequence[int]) -> float:
@@ -78,10 +84,24 @@ def stored(app: App, session: str, messages: list[tuple[str, str, int]]) -> list
     return ids
 
 
-def keyword_ranking(app: App, session: str, text: str, until: int, names: dict[int, int]) -> Ranking:
+def keyword_ranking(app: App, session: str, text: str, until: int, names: dict[int, int]
+                    ) -> tuple[Ranking, float]:
+    """The pool and its search's seconds; `names` maps this session's memsvc ids (each session numbers its
+    messages from 1) to the set's own."""
+    started = time.perf_counter()
     found = app.tenant().searcher.keyword.ranked(Query(session_id=session, text=text, match="keyword"),
                                                  Bounds(POOL, 0, until))
-    return Ranking([names[hit.record.id] for hit in found.hits], [hit.score for hit in found.hits])
+    seconds = time.perf_counter() - started
+    return Ranking([names[hit.record.id] for hit in found.hits], [hit.score for hit in found.hits]), seconds
+
+
+def lexical_engines(messages: Sequence[tuple[int, str, str]], trigram: bool) -> dict[str, Fts5]:
+    """(position, role, content) in FTS5 and stemmed FTS5, as bench-retrieval's baselines hold them."""
+    engines = {"fts5": Fts5("trigram" if trigram else "unicode61"), "fts5-porter": Fts5("porter")}
+    for position, role, content in messages:
+        for engine in engines.values():
+            engine.add(position, role.capitalize(), content)
+    return engines
 
 
 def encoders(cache: Path | None) -> dict[str, Callable[[list[str], bool], np.ndarray]]:
@@ -109,14 +129,17 @@ def gather_realmem(data: Path, encode: dict, tmp: Path) -> list[Case]:
                        for case in persona.queries]
         finally:
             app.close()
+        engines = lexical_engines([(p, persona.turns[p].role, persona.turns[p].content) for p in kept], False)
+        lexical = [{name: engine.search(case.text, K, before=case.position) for name, engine in engines.items()}
+                   for case in persona.queries]
         dense: dict[str, list[Ranking]] = {}
         for name, encoder in encode.items():
             matrix = encoder([turn.content for turn in persona.turns], False)
             queries = encoder([case.text for case in persona.queries], True)
             dense[name] = [dense_ranking(matrix, vector, case.position, range(len(persona.turns)))
                            for case, vector in zip(persona.queries, queries, strict=True)]
-        cases += [Case([sorted(item.positions) for item in case.gold], keyword[n],
-                       {name: rankings[n] for name, rankings in dense.items()})
+        cases += [Case([sorted(item.positions) for item in case.gold], keyword[n][0],
+                       {name: rankings[n] for name, rankings in dense.items()}, lexical[n], keyword[n][1])
                   for n, case in enumerate(persona.queries)]
         print(f"realmem {persona.name}: {len(persona.queries)} queries, {time.perf_counter() - started:.0f} s",
               flush=True)
@@ -127,14 +150,20 @@ def gather_madial(data: Path, language: str, encode: dict, tmp: Path) -> list[Ca
     half = madial.load(data, language)
     app = App(config.load({"data_dir": str(tmp / f"madial-{language}"), "embedder": "builtin"}))
     try:
-        names: dict[int, int] = {}
+        names: dict[str, dict[int, int]] = {}
         for user, memories in half.sessions.items():
             ids = stored(app, user, [("user", memory.content, memory.send_at) for memory in memories])
-            names.update(zip(ids, (memory.id for memory in memories), strict=True))
+            names[user] = dict(zip(ids, (memory.id for memory in memories), strict=True))
         app.tenant().archive.flush(timeout=600)
-        keyword = [keyword_ranking(app, case.user, case.text, NO_UPPER_BOUND, names) for case in half.cases]
+        keyword = [keyword_ranking(app, case.user, case.text, NO_UPPER_BOUND, names[case.user])
+                   for case in half.cases]
     finally:
         app.close()
+    engines = {user: lexical_engines([(at, "user", memory.content) for at, memory in enumerate(memories)],
+                                     half.language != "en")
+               for user, memories in half.sessions.items()}
+    lexical = [{name: [half.sessions[case.user][at].id for at in engine.search(case.text, K)]
+                for name, engine in engines[case.user].items()} for case in half.cases]
     dense: dict[str, list[Ranking]] = {name: [] for name in encode}
     for name, encoder in encode.items():
         matrices = {user: encoder([memory.content for memory in memories], False)
@@ -144,7 +173,8 @@ def gather_madial(data: Path, language: str, encode: dict, tmp: Path) -> list[Ca
             memories = half.sessions[case.user]
             dense[name].append(dense_ranking(matrices[case.user], vector, len(memories),
                                              [memory.id for memory in memories]))
-    return [Case([[id_] for id_ in sorted(case.gold)], keyword[n], {name: found[n] for name, found in dense.items()})
+    return [Case([[id_] for id_ in sorted(case.gold)], keyword[n][0], {name: found[n] for name, found in dense.items()},
+                 lexical[n], keyword[n][1])
             for n, case in enumerate(half.cases)]
 
 
@@ -172,7 +202,7 @@ def families() -> dict[str, dict[str, Fusion]]:
     """Each family's variants by their constants; leave-one-set-out picks one per family."""
     found: dict[str, dict[str, Fusion]] = {"cosine + share of best BM25 (hybrid.fuse)": {}, "reciprocal rank": {},
                                            "standardized scores": {}}
-    for weight in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5):
+    for weight in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5):
         tuning = hybrid.FusionTuning(keyword_weight=weight)
         found["cosine + share of best BM25 (hybrid.fuse)"][f"keyword_weight={weight}"] = (
             lambda kw, se, tuning=tuning: [c.id for c in hybrid.fuse(kw, se, tuning)])
@@ -232,6 +262,18 @@ def lists(sets: dict[str, list[Case]]) -> dict[str, dict[str, float]]:
     return report
 
 
+def keyword_beside_fts5(sets: dict[str, list[Case]]) -> dict[str, dict[str, float]]:
+    """Per set: memsvc keyword's recall@K beside FTS5's and stemmed FTS5's, and its p50 in process."""
+    report = {}
+    for name, cases in sets.items():
+        row = {"keyword": statistics.mean(recall(c, c.keyword.ids) for c in cases)}
+        row |= {engine: statistics.mean(recall(c, c.lexical[engine]) for c in cases) for engine in cases[0].lexical}
+        row = {key: round(value, 4) for key, value in row.items()}
+        report[name] = row | {"keyword_p50_ms": round(1000 * statistics.median(c.keyword_seconds for c in cases), 2),
+                              "queries": len(cases)}
+    return report
+
+
 def gain(row: dict[str, float], parts: dict[str, dict[str, float]], pairs: Sequence[str]) -> float:
     """The worst ratio of fused recall to the better part's, over `pairs`: what has to reach 1.05."""
     return min(row[pair] / max(parts[pair]["keyword"], parts[pair]["semantic"]) for pair in pairs)
@@ -261,7 +303,8 @@ def main() -> None:
     args = parser.parse_args()
     sets = gather(args)
     parts = lists(sets)
-    report: dict[str, object] = {"pool": POOL, "k": K, "lists": parts, "families": {}}
+    report: dict[str, object] = {"pool": POOL, "k": K, "lists": parts, "keyword_beside_fts5": keyword_beside_fts5(sets),
+                                 "families": {}}
     for family, variants in families().items():
         measured = {name: measure(sets, fusion) for name, fusion in variants.items()}
         best = sorted(measured, key=lambda name: -gain(measured[name], parts, list(parts)))

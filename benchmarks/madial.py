@@ -6,8 +6,8 @@ Each of the two users' memories (Bart, Lisa) is one memsvc session: the
 before each `test-turn` (the assistant line where a memory should come up),
 both speakers' lines, tags and quotes removed, one per line: what the agent
 has in view when it looks for a memory (the user's last line alone gives
-keyword 0.25 and builtin dense 0.39 recall@8 in English, the last three lines
-0.34 and 0.51, the whole dialogue 0.35 and 0.50). Its gold: the dialogue's
+keyword 0.46 and builtin dense 0.39 recall@8 in English, the last three lines
+0.63 and 0.51, the whole dialogue 0.67 and 0.50). Its gold: the dialogue's
 `relevant-id` memories of that user.
 
 Recall@k: the share of a query's gold memories among its first k hits,

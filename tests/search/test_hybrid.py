@@ -46,6 +46,6 @@ def fuse_keyword_alone() -> dict[int, float]:
 
 
 def test_an_archived_match_semantic_cannot_see_is_judged_by_its_keyword_share():
-    keyword, semantic = Ranking([1, 20], [4.0, 1.0]), Ranking([21, 22, 20], [0.6, 0.45, 0.4])
+    keyword, semantic = Ranking([1, 20], [4.0, 1.0]), Ranking([21, 22, 20], [0.9, 0.3, 0.2])
     assert fuse(keyword, semantic)[0].id == 21  # below the pool: at most the last cosine
     assert fuse(keyword, semantic, semantic_from=10)[0].id == 1  # archived: unseen, not dissimilar
