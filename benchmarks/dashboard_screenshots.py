@@ -86,7 +86,8 @@ def shoot(server: ServerProcess, out: Path) -> None:
         page.screenshot(path=out / "overview.png", full_page=True)
         page.goto(f"http://{server.http}/#/sessions/{SESSIONS[0]}")
         expect(page.locator("figure.chart canvas")).to_have_count(1)
-        expect(page.locator(".summary-cursor")).to_contain_text("after it")
+        expect(page.locator(".summary-cursor")).to_contain_text("after the cursor")
+        expect(page.locator(".summary-cursor")).to_contain_text("last run")
         page.screenshot(path=out / "session.png")  # the plots above the tabs; the window's messages run on
         browser.close()
 
