@@ -2,10 +2,10 @@
 optionally reranked, then read as conversation.
 
 Owns the candidate pools (POOL of each, far more than `limit`, so a message
-ranked modestly by both can still win), the fusion (cosine plus a weighted
-share of the best BM25, so the list that is decisive for this query leads;
-chosen by leave-one-set-out against reciprocal rank and standardized scores,
-see benchmarks/fusion.py), the
+ranked modestly by both can still win), the fusion (cosine plus a share of
+the best BM25 weighted by how much more decisive the keyword list is than the
+semantic one for this query; chosen by leave-one-set-out against other
+families, see benchmarks/fusion.py), the
 evidence each fused candidate came from (its place and raw score in each
 list), handing the best RERANK_CANDIDATES to the reranker, and expanding the
 chosen hits, archived ones with their archived neighbours.
@@ -15,6 +15,7 @@ Must never search a tier itself.
 from __future__ import annotations
 
 import bisect
+import statistics
 from collections.abc import Sequence
 
 import msgspec
@@ -32,6 +33,8 @@ POOL = 50
 "Candidates taken from each of the keyword and semantic rankings (at least 4x the limit)."
 RERANK_CANDIDATES = 32
 "The best fused candidates the reranker reorders."
+LEAST_DECISIVENESS = 1e-3
+"Below it a semantic list counts as flat: the keyword weight stays finite, and the keyword list leads."
 
 
 class Ranking(msgspec.Struct):
@@ -57,11 +60,11 @@ class FusionTuning(msgspec.Struct, frozen=True):
     """The evidence fusion's constant, chosen by leave-one-set-out over RealMem and both halves of MADial
     (benchmarks/fusion.py, benchmarks/results/fusion.json)."""
 
-    keyword_weight: float = 0.5
-    """What a keyword score as a share of its list's best counts against a cosine. Held out, RealMem and
-    MADial English each choose 0.5 and Chinese 0.2; 0.5 has the best worst case over all sets (0.996x
-    the better list), where a lighter weight lets MiniLM's look-alike cosines on Chinese bury BM25's
-    decisive matches (0.15: 0.86x keyword)."""
+    keyword_weight: float = 0.25
+    """What a keyword score as a share of its list's best counts against a cosine when both lists are equally
+    decisive; each query scales it by their decisiveness ratio. Fixed weights could not serve every set (0.15
+    wins RealMem and English and loses Chinese, 0.5 the reverse); scaled per query, 0.25 has the best worst
+    case over all sets (0.999x the better list)."""
 
 
 FUSION = FusionTuning()
@@ -72,21 +75,25 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, sem
          ) -> list[Candidate]:
     """Keyword and semantic candidates in one ranking, best first (ties: the newer message).
 
-    A candidate's evidence is its cosine (below 0: none) plus keyword_weight x its BM25 as a share of the
-    keyword list's best (BM25 has no scale of its own). A candidate missing from a list gets the list's
-    last score, which it is at most; one semantic search cannot see (archived: ids below `semantic_from`)
-    is judged by the keyword list alone, its share counting on the cosine scale too (share x the best
-    cosine). So the list that is decisive for this query leads: a close paraphrase (a cosine far above the
-    rest) outweighs a common word, while cosines that are all alike (a model that does not read the
-    script, or nothing similar at all) leave the order to the keyword list. Rank fusion
-    cannot see that: equal-weight reciprocal rank, the former fusion, falls below the stronger list where
-    the other is weak (0.84x keyword on MADial Chinese with MiniLM, benchmarks/fusion.py).
+    A candidate's evidence is its cosine (below 0: none) plus a weight x its BM25 as a share of the keyword
+    list's best (BM25 has no scale of its own). The weight is keyword_weight x the keyword list's
+    decisiveness over the semantic list's, each being how far the list's best stands above its median
+    (1 - median / best: scale-free, so BM25 and cosines compare). A candidate missing from a list gets the
+    list's last score, which it is at most; one semantic search cannot see (archived: ids below
+    `semantic_from`) is judged by the keyword list alone, its share counting on the cosine scale too (share
+    x the best cosine). So the list that is decisive for this query leads: a close paraphrase (a cosine far
+    above the rest) outweighs a common word, while cosines that are all alike (a model that does not read
+    the script, or nothing similar at all) hand the order to a keyword list whose best match stands out.
+    A fixed weight cannot see that (benchmarks/fusion.py: no one weight serves RealMem, English and
+    Chinese), nor can rank fusion (equal-weight reciprocal rank: 0.84x keyword on MADial Chinese with MiniLM).
     """
     keyword_best = keyword.scores[0] if keyword.scores and keyword.scores[0] > 0.0 else 0.0
     shares = [score / keyword_best if keyword_best else 0.0 for score in keyword.scores]
     keyword_floor = shares[-1] if shares else 0.0
-    semantic_floor = max(0.0, semantic.scores[-1]) if semantic.scores else 0.0
-    semantic_best = max(0.0, semantic.scores[0]) if semantic.scores else 0.0
+    cosines = [max(0.0, score) for score in semantic.scores]
+    semantic_floor = cosines[-1] if cosines else 0.0
+    semantic_best = cosines[0] if cosines else 0.0
+    weight = tuning.keyword_weight * _decisiveness(shares) / max(_decisiveness(cosines), LEAST_DECISIVENESS)
     found: dict[int, Candidate] = {}
     for rank, (id_, score) in enumerate(zip(keyword.ids, keyword.scores, strict=True), start=1):
         found[id_] = Candidate(id_, 0.0, keyword_rank=rank, keyword_score=score)
@@ -101,8 +108,19 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, sem
             from_semantic = from_keyword * semantic_best
         else:
             from_semantic = semantic_floor
-        candidate.score = tuning.keyword_weight * from_keyword + from_semantic
+        candidate.score = weight * from_keyword + from_semantic
     return sorted(found.values(), key=lambda candidate: (-candidate.score, -candidate.id))
+
+
+
+def _decisiveness(scores: list[float]) -> float:
+    """How far a list's best (first) stands above its median, as a share of the best: 0 for a flat list or
+    one with no evidence above 0, 1 for a single score, which stands above nothing else."""
+    if not scores or scores[0] <= 0.0:
+        return 0.0
+    if len(scores) == 1:
+        return 1.0
+    return 1.0 - statistics.median(scores) / scores[0]
 
 
 class HybridSearch:
