@@ -3,9 +3,9 @@ optionally reranked, then read as conversation.
 
 Owns the candidate pools (POOL of each, far more than `limit`, so a message
 ranked modestly by both can still win), the fusion (cosine plus a share of
-the best BM25 weighted by how much more decisive the keyword list is than the
-semantic one for this query; chosen by leave-one-set-out against other
-families, see benchmarks/fusion.py), the
+the best BM25 weighted by how far this query's best keyword match stands out
+of its list, per unit of the cosines' own spread; chosen by leave-one-set-out
+against other families, see benchmarks/fusion.py), the
 evidence each fused candidate came from (its place and raw score in each
 list), handing the best RERANK_CANDIDATES to the reranker, and expanding the
 chosen hits, archived ones with their archived neighbours.
@@ -33,8 +33,8 @@ POOL = 50
 "Candidates taken from each of the keyword and semantic rankings (at least 4x the limit)."
 RERANK_CANDIDATES = 32
 "The best fused candidates the reranker reorders."
-LEAST_DECISIVENESS = 1e-3
-"Below it a semantic list counts as flat: the keyword weight stays finite, and the keyword list leads."
+LEAST_SPREAD = 1e-3
+"Cosines spread less than this count as flat: the keyword weight stays finite, and the keyword list leads."
 
 
 class Ranking(msgspec.Struct):
@@ -57,14 +57,16 @@ class Candidate(msgspec.Struct):
 
 
 class FusionTuning(msgspec.Struct, frozen=True):
-    """The evidence fusion's constant, chosen by leave-one-set-out over RealMem and both halves of MADial
-    (benchmarks/fusion.py, benchmarks/results/fusion.json)."""
+    """The evidence fusion's constants, chosen by leave-one-set-out over RealMem and both halves of MADial
+    (benchmarks/fusion.py, benchmarks/results/fusion.json): held out, RealMem chooses these, MADial English
+    0.6 and 3, MADial Chinese 0.15 and 3 (worst held-out gain 0.992x the better list); these have the best
+    worst case over all sets (1.007x)."""
 
-    keyword_weight: float = 0.25
-    """What a keyword score as a share of its list's best counts against a cosine when both lists are equally
-    decisive; each query scales it by their decisiveness ratio. Fixed weights could not serve every set (0.15
-    wins RealMem and English and loses Chinese, 0.5 the reverse); scaled per query, 0.25 has the best worst
-    case over all sets (0.999x the better list)."""
+    keyword_weight: float = 0.5
+    """What the keyword list's evidence counts against the cosines' spread."""
+    keyword_power: float = 4.0
+    """How sharply a keyword list's weight falls as its best match stands out less: a list whose median
+    share is 0.15 (one clear match) keeps 0.52 of keyword_weight, one whose median is 0.4 (many alike) 0.13."""
 
 
 FUSION = FusionTuning()
@@ -76,16 +78,17 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, sem
     """Keyword and semantic candidates in one ranking, best first (ties: the newer message).
 
     A candidate's evidence is its cosine (below 0: none) plus a weight x its BM25 as a share of the keyword
-    list's best (BM25 has no scale of its own). The weight is keyword_weight x the keyword list's
-    decisiveness over the semantic list's, each being how far the list's best stands above its median
-    (1 - median / best: scale-free, so BM25 and cosines compare). A candidate missing from a list gets the
-    list's last score, which it is at most; one semantic search cannot see (archived: ids below
-    `semantic_from`) is judged by the keyword list alone, its share counting on the cosine scale too (share
-    x the best cosine). So the list that is decisive for this query leads: a close paraphrase (a cosine far
-    above the rest) outweighs a common word, while cosines that are all alike (a model that does not read
-    the script, or nothing similar at all) hand the order to a keyword list whose best match stands out.
-    A fixed weight cannot see that (benchmarks/fusion.py: no one weight serves RealMem, English and
-    Chinese), nor can rank fusion (equal-weight reciprocal rank: 0.84x keyword on MADial Chinese with MiniLM).
+    list's best (BM25 has no scale of its own). Each list's spread is how far its best stands above its
+    median, in these units; the weight is keyword_weight x the keyword spread ** keyword_power / the cosine
+    spread. So the cosines count by their own spread for this query, and the keyword list by how clearly
+    its best match stands out: a close paraphrase (a cosine far above the rest) outweighs a common word,
+    while cosines that are all alike (a model that does not read the script, or nothing similar at all)
+    hand the order to a keyword list with one clear match. A candidate missing from a list gets the list's
+    last score, which it is at most; one semantic search cannot see (archived: ids below `semantic_from`)
+    is judged by the keyword list alone, its share counting on the cosine scale too (share x the best
+    cosine). A fixed weight cannot read the query (benchmarks/fusion.py: 0.15 reaches 1.05x on RealMem and
+    English and falls to 0.86x keyword on Chinese, 0.5 holds Chinese and gives English 1.019x), nor can rank
+    fusion (equal-weight reciprocal rank: 0.84x keyword on MADial Chinese with MiniLM).
     """
     keyword_best = keyword.scores[0] if keyword.scores and keyword.scores[0] > 0.0 else 0.0
     shares = [score / keyword_best if keyword_best else 0.0 for score in keyword.scores]
@@ -93,7 +96,7 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, sem
     cosines = [max(0.0, score) for score in semantic.scores]
     semantic_floor = cosines[-1] if cosines else 0.0
     semantic_best = cosines[0] if cosines else 0.0
-    weight = tuning.keyword_weight * _decisiveness(shares) / max(_decisiveness(cosines), LEAST_DECISIVENESS)
+    weight = tuning.keyword_weight * _spread(shares) ** tuning.keyword_power / max(_spread(cosines), LEAST_SPREAD)
     found: dict[int, Candidate] = {}
     for rank, (id_, score) in enumerate(zip(keyword.ids, keyword.scores, strict=True), start=1):
         found[id_] = Candidate(id_, 0.0, keyword_rank=rank, keyword_score=score)
@@ -112,15 +115,11 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, sem
     return sorted(found.values(), key=lambda candidate: (-candidate.score, -candidate.id))
 
 
-
-def _decisiveness(scores: list[float]) -> float:
-    """How far a list's best (first) stands above its median, as a share of the best: 0 for a flat list or
-    one with no evidence above 0, 1 for a single score, which stands above nothing else."""
-    if not scores or scores[0] <= 0.0:
-        return 0.0
+def _spread(scores: list[float]) -> float:
+    """How far a list's best (first) stands above its median; a single score stands above nothing (0)."""
     if len(scores) == 1:
-        return 1.0
-    return 1.0 - statistics.median(scores) / scores[0]
+        return scores[0]
+    return scores[0] - statistics.median(scores) if scores else 0.0
 
 
 class HybridSearch:

@@ -53,7 +53,7 @@ def test_one_list_alone_keeps_its_order_and_ties_go_to_the_newer_message():
 
 def test_the_keyword_weight_moves_the_balance():
     keyword, semantic = Ranking([1, 2], [5.0, 1.0]), Ranking([3, 4], [0.9, 0.3])
-    assert fuse(keyword, semantic, FusionTuning(keyword_weight=3.0))[0].id == 1
+    assert fuse(keyword, semantic, FusionTuning(keyword_weight=30.0))[0].id == 1
     assert fuse(keyword, semantic, FusionTuning(keyword_weight=0.1))[0].id == 3
 
 
