@@ -201,15 +201,17 @@ Fusion = Callable[[Ranking, Ranking], list[int]]
 
 def families() -> dict[str, dict[str, Fusion]]:
     """Each family's variants by their constants; leave-one-set-out picks one per family."""
-    shipped = "cosine + share of best BM25 x weight x keyword spread ** power / cosine spread (hybrid.fuse)"
+    shipped = "cosine + sqrt(share of best BM25) x weight x keyword spread ** power / cosine spread (hybrid.fuse)"
     found: dict[str, dict[str, Fusion]] = {shipped: {}, "reciprocal rank": {}, "standardized scores": {}}
-    for weight, power in itertools.product((0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6), (1.0, 2.0, 3.0, 4.0, 5.0)):
+    for weight, power in itertools.product((0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6), (1.0, 2.0, 3.0, 4.0, 5.0)):
         tuning = hybrid.FusionTuning(keyword_weight=weight, keyword_power=power)
         found[shipped][f"keyword_weight={weight} keyword_power={power}"] = (
             lambda kw, se, tuning=tuning: [c.id for c in hybrid.fuse(kw, se, tuning)])
     evidence: dict[str, Callable[..., Callable[[Evidence], np.ndarray]]] = {
         "cosine + fixed weight x share of best BM25 (the former hybrid.fuse)":
             lambda w: lambda e: w * e.shares + e.cosines,
+        "cosine + share (itself, not its square root) x weight x keyword spread ** power / cosine spread":
+            lambda w, p: lambda e: w * e.share_gap ** p / max(e.cosine_gap, 1e-3) * e.shares + e.cosines,
         "cosine + weight x share x (keyword spread / cosine spread, each as a share of its best) ** p":
             lambda w, p: lambda e: w * (e.share_gap / max(e.cosine_gap / (e.cosine_best or 1.0), 1e-3)) ** p
             * e.shares + e.cosines,
@@ -228,6 +230,8 @@ def families() -> dict[str, dict[str, Fusion]]:
     grids: dict[str, Sequence[tuple[float, ...]]] = {
         "cosine + fixed weight x share of best BM25 (the former hybrid.fuse)":
             [(w,) for w in (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75)],
+        "cosine + share (itself, not its square root) x weight x keyword spread ** power / cosine spread":
+            list(itertools.product((0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6), (1.0, 2.0, 3.0, 4.0, 5.0))),
         "cosine + weight x share x (keyword spread / cosine spread, each as a share of its best) ** p":
             list(itertools.product((0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5), (0.5, 1.0, 1.5))),
         "the same + a bonus for a candidate in both lists (CombMNZ-like)":

@@ -23,8 +23,8 @@ def test_the_same_keyword_match_leads_a_flat_semantic_list_and_yields_to_a_decis
 
 
 def test_the_same_close_paraphrase_leads_a_flat_keyword_list_and_yields_to_a_decisive_one():
-    semantic = Ranking([9, 6, 7, 8, 10], [0.7, 0.4, 0.4, 0.4, 0.4])
-    decisive = Ranking([1, 2, 3, 4, 5], [4.0, 1.0, 1.0, 1.0, 1.0])
+    semantic = Ranking([9, 6, 7, 8, 10], [0.7, 0.5, 0.5, 0.5, 0.5])
+    decisive = Ranking([1, 2, 3, 4, 5], [4.0, 0.5, 0.5, 0.5, 0.5])
     flat = Ranking([1, 2, 3, 4, 5], [4.0, 3.6, 3.6, 3.6, 3.6])
     assert fuse(decisive, semantic)[0].id == 1
     assert fuse(flat, semantic)[0].id == 9
