@@ -20,6 +20,7 @@ long queries. Results: benchmarks/results/fusion.json.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import statistics
@@ -200,12 +201,53 @@ Fusion = Callable[[Ranking, Ranking], list[int]]
 
 def families() -> dict[str, dict[str, Fusion]]:
     """Each family's variants by their constants; leave-one-set-out picks one per family."""
-    found: dict[str, dict[str, Fusion]] = {"cosine + share of best BM25 (hybrid.fuse)": {}, "reciprocal rank": {},
-                                           "standardized scores": {}}
-    for weight in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5):
-        tuning = hybrid.FusionTuning(keyword_weight=weight)
-        found["cosine + share of best BM25 (hybrid.fuse)"][f"keyword_weight={weight}"] = (
+    shipped = "cosine + sqrt(share of best BM25) x weight x keyword spread ** power / cosine spread (hybrid.fuse)"
+    found: dict[str, dict[str, Fusion]] = {shipped: {}, "reciprocal rank": {}, "standardized scores": {}}
+    for weight, power in itertools.product((0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6), (1.0, 2.0, 3.0, 4.0, 5.0)):
+        tuning = hybrid.FusionTuning(keyword_weight=weight, keyword_power=power)
+        found[shipped][f"keyword_weight={weight} keyword_power={power}"] = (
             lambda kw, se, tuning=tuning: [c.id for c in hybrid.fuse(kw, se, tuning)])
+    evidence: dict[str, Callable[..., Callable[[Evidence], np.ndarray]]] = {
+        "cosine + fixed weight x share of best BM25 (the former hybrid.fuse)":
+            lambda w: lambda e: w * e.shares + e.cosines,
+        "cosine + share (itself, not its square root) x weight x keyword spread ** power / cosine spread":
+            lambda w, p: lambda e: w * e.share_gap ** p / max(e.cosine_gap, 1e-3) * e.shares + e.cosines,
+        "cosine + weight x share x (keyword spread / cosine spread, each as a share of its best) ** p":
+            lambda w, p: lambda e: w * (e.share_gap / max(e.cosine_gap / (e.cosine_best or 1.0), 1e-3)) ** p
+            * e.shares + e.cosines,
+        "the same + a bonus for a candidate in both lists (CombMNZ-like)":
+            lambda w, bonus: lambda e: w * e.shares + e.cosines + bonus * e.in_both,
+        "the same, cosines gated by their best's gap over the median (min(1, gap / g))":
+            lambda w, g: lambda e: w * e.shares + min(1.0, e.cosine_gap / g) * e.cosines,
+        "cosine + weight x share ** gamma (share's curve)":
+            lambda w, gamma: lambda e: w * e.shares ** gamma + e.cosines,
+        "each list's evidence above its own median":
+            lambda w: lambda e: (w * np.maximum(e.shares - e.share_median, 0)
+                                 + np.maximum(e.cosines - e.cosine_median, 0)),
+        "each list scaled to (score - median) / (best - median), weighted by its best's z-score ** p":
+            lambda w, p: lambda e: w * e.keyword_z ** p * e.keyword_scaled + e.semantic_z ** p * e.semantic_scaled,
+    }
+    grids: dict[str, Sequence[tuple[float, ...]]] = {
+        "cosine + fixed weight x share of best BM25 (the former hybrid.fuse)":
+            [(w,) for w in (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75)],
+        "cosine + share (itself, not its square root) x weight x keyword spread ** power / cosine spread":
+            list(itertools.product((0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6), (1.0, 2.0, 3.0, 4.0, 5.0))),
+        "cosine + weight x share x (keyword spread / cosine spread, each as a share of its best) ** p":
+            list(itertools.product((0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5), (0.5, 1.0, 1.5))),
+        "the same + a bonus for a candidate in both lists (CombMNZ-like)":
+            list(itertools.product((0.15, 0.3, 0.5), (0.02, 0.05, 0.1, 0.2))),
+        "the same, cosines gated by their best's gap over the median (min(1, gap / g))":
+            list(itertools.product((0.15, 0.2, 0.3), (0.1, 0.15, 0.2, 0.25, 0.3))),
+        "cosine + weight x share ** gamma (share's curve)":
+            list(itertools.product((0.2, 0.3, 0.5, 0.75), (0.5, 2.0, 3.0))),
+        "each list's evidence above its own median": [(w,) for w in (0.15, 0.2, 0.3, 0.4, 0.5, 0.75)],
+        "each list scaled to (score - median) / (best - median), weighted by its best's z-score ** p":
+            list(itertools.product((0.5, 0.75, 1.0, 1.5), (0.0, 1.0, 2.0))),
+    }
+    for family, make in evidence.items():
+        names = make.__code__.co_varnames[:make.__code__.co_argcount]
+        found[family] = {" ".join(f"{n}={v}" for n, v in zip(names, values, strict=True)):
+                         functools.partial(_scored, score=make(*values)) for values in grids[family]}
     for k, weight in itertools.product((5, 10, 30, 60), (0.5, 0.75, 1.0, 1.5, 2.0)):
         found["reciprocal rank"][f"k={k} keyword_weight={weight}"] = (
             lambda kw, se, k=k, w=weight: _order(reciprocal_rank([(kw.ids, w), (se.ids, 1.0)], k)))
@@ -213,6 +255,44 @@ def families() -> dict[str, dict[str, Fusion]]:
         found["standardized scores"][f"keyword_weight={weight}"] = (
             lambda kw, se, w=weight: _order(standardized([(kw, w), (se, 1.0)])))
     return found
+
+
+class Evidence:
+    """One query's union of candidates with what the score families read of each list: BM25 shares of the
+    best and cosines (below 0: 0), a candidate missing from a list at the list's last, and each list's median,
+    best, best's gap over it, and best's z-score within the pool."""
+
+    def __init__(self, keyword: Ranking, semantic: Ranking):
+        self.ids = np.asarray(list(dict.fromkeys(keyword.ids + semantic.ids)), dtype=np.int64)
+        best = keyword.scores[0] if keyword.scores and keyword.scores[0] > 0 else 0.0
+        self.shares = self._spread(keyword.ids, [s / best if best else 0.0 for s in keyword.scores])
+        self.cosines = self._spread(semantic.ids, [max(0.0, s) for s in semantic.scores])
+        self.in_both = np.isin(self.ids, keyword.ids) & np.isin(self.ids, semantic.ids)
+        self.share_median = float(np.median(keyword.scores)) / best if best else 0.0
+        self.cosine_median = max(0.0, float(np.median(semantic.scores))) if semantic.scores else 0.0
+        self.cosine_best = max(0.0, semantic.scores[0]) if semantic.scores else 0.0
+        self.cosine_gap = self.cosine_best - self.cosine_median
+        self.share_gap = (1.0 - self.share_median) if best else 0.0
+        self.keyword_z, self.keyword_scaled = self._scaled(keyword)
+        self.semantic_z, self.semantic_scaled = self._scaled(semantic)
+
+    def _spread(self, ids: list[int], values: list[float]) -> np.ndarray:
+        at = dict(zip(ids, values, strict=True))
+        floor = values[-1] if values else 0.0
+        return np.asarray([at.get(int(id_), floor) for id_ in self.ids])
+
+    def _scaled(self, ranking: Ranking) -> tuple[float, np.ndarray]:
+        if len(ranking.scores) < 2:
+            return 0.0, np.zeros(len(self.ids))
+        values = np.asarray(ranking.scores)
+        median = float(np.median(values))
+        z = float((values[0] - values.mean()) / (values.std() or 1.0))
+        return z, (self._spread(ranking.ids, ranking.scores) - median) / ((values[0] - median) or 1.0)
+
+
+def _scored(keyword: Ranking, semantic: Ranking, score: Callable[[Evidence], np.ndarray]) -> list[int]:
+    evidence = Evidence(keyword, semantic)
+    return evidence.ids[np.lexsort((-evidence.ids, -score(evidence)))].tolist()
 
 
 def standardized(rankings: Sequence[tuple[Ranking, float]]) -> dict[int, float]:

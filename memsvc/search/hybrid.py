@@ -2,11 +2,11 @@
 optionally reranked, then read as conversation.
 
 Owns the candidate pools (POOL of each, far more than `limit`, so a message
-ranked modestly by both can still win), the fusion (cosine plus a weighted
-share of the best BM25, so the list that is decisive for this query leads;
-chosen by leave-one-set-out against reciprocal rank and standardized scores,
-see benchmarks/fusion.py), the
-evidence each fused candidate came from (its place and raw score in each
+ranked modestly by both can still win), the fusion (cosine plus the square
+root of a share of the best BM25, weighted by how far this query's best
+keyword match stands out of its list, per unit of the cosines' own spread;
+chosen by leave-one-set-out against other families, see benchmarks/fusion.py),
+the evidence each fused candidate came from (its place and raw score in each
 list), handing the best RERANK_CANDIDATES to the reranker, and expanding the
 chosen hits, archived ones with their archived neighbours.
 Must never search a tier itself.
@@ -15,6 +15,8 @@ Must never search a tier itself.
 from __future__ import annotations
 
 import bisect
+import math
+import statistics
 from collections.abc import Sequence
 
 import msgspec
@@ -32,6 +34,8 @@ POOL = 50
 "Candidates taken from each of the keyword and semantic rankings (at least 4x the limit)."
 RERANK_CANDIDATES = 32
 "The best fused candidates the reranker reorders."
+LEAST_SPREAD = 1e-3
+"Cosines spread less than this count as flat: the keyword weight stays finite, and the keyword list leads."
 
 
 class Ranking(msgspec.Struct):
@@ -54,14 +58,17 @@ class Candidate(msgspec.Struct):
 
 
 class FusionTuning(msgspec.Struct, frozen=True):
-    """The evidence fusion's constant, chosen by leave-one-set-out over RealMem and both halves of MADial
-    (benchmarks/fusion.py, benchmarks/results/fusion.json)."""
+    """The evidence fusion's constants, chosen by leave-one-set-out over RealMem and both halves of MADial
+    (benchmarks/fusion.py, benchmarks/results/fusion.json). Held out, MADial Chinese chooses these, RealMem
+    and MADial English 0.6 and 4 (held-out gains 1.006x to 1.072x the better list). These have a worst
+    case over all sets of 1.006x against 0.6 and 4's 1.009x, less than one Chinese query apart, and they
+    reach 1.05x on RealMem and English where 0.6 and 4 do not."""
 
-    keyword_weight: float = 0.5
-    """What a keyword score as a share of its list's best counts against a cosine. Held out, RealMem and
-    MADial English each choose 0.5 and Chinese 0.2; 0.5 has the best worst case over all sets (0.996x
-    the better list), where a lighter weight lets MiniLM's look-alike cosines on Chinese bury BM25's
-    decisive matches (0.15: 0.86x keyword)."""
+    keyword_weight: float = 0.2
+    """What the keyword list's evidence counts against the cosines' spread."""
+    keyword_power: float = 2.0
+    """How sharply a keyword list's weight falls as its best match stands out less: a list whose median
+    share is 0.15 (one clear match) keeps 0.72 of keyword_weight, one whose median is 0.4 (many alike) 0.36."""
 
 
 FUSION = FusionTuning()
@@ -72,21 +79,27 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, sem
          ) -> list[Candidate]:
     """Keyword and semantic candidates in one ranking, best first (ties: the newer message).
 
-    A candidate's evidence is its cosine (below 0: none) plus keyword_weight x its BM25 as a share of the
-    keyword list's best (BM25 has no scale of its own). A candidate missing from a list gets the list's
+    A candidate's evidence is its cosine (below 0: none) plus a weight x the square root of its BM25 as a
+    share of the keyword list's best (BM25 has no scale of its own; the root keeps a match well down a
+    steeply falling list in play). Each list's spread is how far its best stands above its median, in
+    shares and in cosines; the weight is keyword_weight x the keyword spread ** keyword_power / the cosine
+    spread. So the cosines count by their own spread for this query, and the keyword list by how clearly
+    its best match stands out: a close paraphrase (a cosine far above the rest) outweighs a common word,
+    while cosines that are all alike (a model that does not read the script, or nothing similar at all)
+    hand the order to a keyword list with one clear match. A candidate missing from a list gets the list's
     last score, which it is at most; one semantic search cannot see (archived: ids below `semantic_from`)
-    is judged by the keyword list alone, its share counting on the cosine scale too (share x the best
-    cosine). So the list that is decisive for this query leads: a close paraphrase (a cosine far above the
-    rest) outweighs a common word, while cosines that are all alike (a model that does not read the
-    script, or nothing similar at all) leave the order to the keyword list. Rank fusion
-    cannot see that: equal-weight reciprocal rank, the former fusion, falls below the stronger list where
-    the other is weak (0.84x keyword on MADial Chinese with MiniLM, benchmarks/fusion.py).
+    is judged by the keyword list alone, its evidence counting on the cosine scale too (its root share x
+    the best cosine). A fixed weight cannot read the query (benchmarks/fusion.py: 0.15 reaches 1.05x on RealMem and
+    English and falls to 0.86x keyword on Chinese, 0.5 holds Chinese and gives English 1.019x), nor can rank
+    fusion (equal-weight reciprocal rank: 0.84x keyword on MADial Chinese with MiniLM).
     """
     keyword_best = keyword.scores[0] if keyword.scores and keyword.scores[0] > 0.0 else 0.0
     shares = [score / keyword_best if keyword_best else 0.0 for score in keyword.scores]
     keyword_floor = shares[-1] if shares else 0.0
-    semantic_floor = max(0.0, semantic.scores[-1]) if semantic.scores else 0.0
-    semantic_best = max(0.0, semantic.scores[0]) if semantic.scores else 0.0
+    cosines = [max(0.0, score) for score in semantic.scores]
+    semantic_floor = cosines[-1] if cosines else 0.0
+    semantic_best = cosines[0] if cosines else 0.0
+    weight = tuning.keyword_weight * _spread(shares) ** tuning.keyword_power / max(_spread(cosines), LEAST_SPREAD)
     found: dict[int, Candidate] = {}
     for rank, (id_, score) in enumerate(zip(keyword.ids, keyword.scores, strict=True), start=1):
         found[id_] = Candidate(id_, 0.0, keyword_rank=rank, keyword_score=score)
@@ -94,15 +107,23 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, sem
         candidate = found.setdefault(id_, Candidate(id_, 0.0))
         candidate.semantic_rank, candidate.semantic_score = rank, score
     for candidate in found.values():
-        from_keyword = keyword_floor if candidate.keyword_rank is None else shares[candidate.keyword_rank - 1]
+        from_keyword = math.sqrt(keyword_floor if candidate.keyword_rank is None
+                                 else shares[candidate.keyword_rank - 1])
         if candidate.semantic_score is not None:
             from_semantic = max(0.0, candidate.semantic_score)
         elif candidate.id < semantic_from:
             from_semantic = from_keyword * semantic_best
         else:
             from_semantic = semantic_floor
-        candidate.score = tuning.keyword_weight * from_keyword + from_semantic
+        candidate.score = weight * from_keyword + from_semantic
     return sorted(found.values(), key=lambda candidate: (-candidate.score, -candidate.id))
+
+
+def _spread(scores: list[float]) -> float:
+    """How far a list's best (first) stands above its median; a single score stands above nothing (0)."""
+    if len(scores) == 1:
+        return scores[0]
+    return scores[0] - statistics.median(scores) if scores else 0.0
 
 
 class HybridSearch:

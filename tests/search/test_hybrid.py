@@ -14,6 +14,28 @@ def test_a_decisive_list_outweighs_a_flat_one_in_both_directions():
     assert fuse(flat_keyword, decisive_semantic)[0].id == 5
 
 
+def test_the_same_keyword_match_leads_a_flat_semantic_list_and_yields_to_a_decisive_one():
+    keyword = Ranking([1, 2, 3, 4, 5], [4.0, 1.0, 1.0, 1.0, 1.0])
+    flat = Ranking([9, 6, 7, 8, 10], [0.7, 0.6, 0.6, 0.6, 0.6])
+    decisive = Ranking([9, 6, 7, 8, 10], [0.7, 0.2, 0.2, 0.2, 0.2])
+    assert fuse(keyword, flat)[0].id == 1
+    assert fuse(keyword, decisive)[0].id == 9
+
+
+def test_the_same_close_paraphrase_leads_a_flat_keyword_list_and_yields_to_a_decisive_one():
+    semantic = Ranking([9, 6, 7, 8, 10], [0.7, 0.5, 0.5, 0.5, 0.5])
+    decisive = Ranking([1, 2, 3, 4, 5], [4.0, 0.5, 0.5, 0.5, 0.5])
+    flat = Ranking([1, 2, 3, 4, 5], [4.0, 3.6, 3.6, 3.6, 3.6])
+    assert fuse(decisive, semantic)[0].id == 1
+    assert fuse(flat, semantic)[0].id == 9
+
+
+def test_cosines_all_alike_leave_the_keyword_order_intact():
+    keyword = Ranking([1, 2, 3], [3.0, 2.0, 1.0])
+    fused = fuse(keyword, Ranking([7, 3, 8], [0.5, 0.5, 0.5]))
+    assert [c.id for c in fused][:2] == [1, 2]
+
+
 def test_each_candidate_keeps_its_place_and_raw_score_in_each_list():
     fused = {c.id: c for c in fuse(Ranking([1, 2], [3.5, 1.25]), Ranking([2, 7], [0.8, 0.4]))}
     assert set(fused) == {1, 2, 7}
@@ -31,7 +53,7 @@ def test_one_list_alone_keeps_its_order_and_ties_go_to_the_newer_message():
 
 def test_the_keyword_weight_moves_the_balance():
     keyword, semantic = Ranking([1, 2], [5.0, 1.0]), Ranking([3, 4], [0.9, 0.3])
-    assert fuse(keyword, semantic, FusionTuning(keyword_weight=3.0))[0].id == 1
+    assert fuse(keyword, semantic, FusionTuning(keyword_weight=30.0))[0].id == 1
     assert fuse(keyword, semantic, FusionTuning(keyword_weight=0.1))[0].id == 3
 
 
