@@ -24,12 +24,13 @@ SESSION = "cjk"
 KS = (5, 8)
 
 
-def run(local: ServerProcess, builtin: ServerProcess) -> dict:
+def run(default: ServerProcess, builtin: ServerProcess) -> dict:
+    """Every mode of a server on the default settings beside one on the builtin embedder."""
     dialogues = [d for d in json.loads(DATA.read_text())["dialogues"] if d["key"].startswith(("chinese/", "japanese/"))]
     lines = [(d["key"], text) for d in dialogues for text in d["lines"]]
     queries = [(kind, text, set(keys)) for kind, text, keys in QUERIES if kind in ("chinese", "japanese")]
     keys: dict[int, str] = {}
-    for server in (local, builtin):
+    for server in (default, builtin):
         with server.client() as client:
             reply = client.append(SESSION, [("user" if n % 2 == 0 else "assistant", text)
                                             for n, (_, text) in enumerate(lines)])
@@ -43,8 +44,8 @@ def run(local: ServerProcess, builtin: ServerProcess) -> dict:
             engine.add(position, "User", text)
     for name, engine in engines.items():
         answers[name] = [[lines[at][0] for at in engine.search(text, max(KS))] for _, text, _ in queries]
-    modes = {"keyword": (local, "keyword"), "semantic builtin": (builtin, "semantic"),
-             "semantic local model": (local, "semantic"), "hybrid": (local, "hybrid"),
+    modes = {"keyword": (default, "keyword"), "semantic builtin": (builtin, "semantic"),
+             "semantic (default)": (default, "semantic"), "hybrid": (default, "hybrid"),
              "hybrid builtin": (builtin, "hybrid")}
     for name, (server, match) in modes.items():
         with server.client() as client:
