@@ -13,6 +13,9 @@ export interface Line {
   dash?: number[];
 }
 
+/** Tick increments for counts: a chart of one message must not label 0.5 (as "1", twice). */
+const WHOLE_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 1e7, 1e8];
+
 export const COLORS = ["#2f5fd0", "#d9822b", "#1f7a4d", "#9b3dc9", "#b3261e", "#5d6675"];
 
 export function Chart({ title, unit, times, lines, format, stepped, span }: {
@@ -21,6 +24,7 @@ export function Chart({ title, unit, times, lines, format, stepped, span }: {
   times: number[];
   lines: Line[];
   format?: (value: number) => string;
+  /** Counts, which change in whole steps: drawn as steps, with whole-number ticks only. */
   stepped?: boolean;
   /** Seconds the x axis spans at most, ending at the newest time (the overview's hour); else the data's range. */
   span?: number;
@@ -40,12 +44,18 @@ export function Chart({ title, unit, times, lines, format, stepped, span }: {
       cursor: { drag: { x: false, y: false } },
       scales: {
         // Up to `span` back from the newest time, never wider than the data (a fresh server's few minutes fill
-        // the chart); a single time gets a minute before it.
-        x: { time: true, range: (_u, min, max) => [min === max ? max - 60 : Math.max(min, max - (span ?? Infinity)), max] },
+        // the chart); a single time gets a minute before it (uPlot hands a lone time's range to here as that
+        // time plus 86,400 / its time unit: 1,000 days for seconds).
+        x: {
+          time: true,
+          range: (_u, min, max) => times.length === 1 ? [times[0] - 60, times[0]]
+            : [Math.max(min, max - (span ?? Infinity)), max],
+        },
         y: { range: (_u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
       axes: [
         { stroke: "#5d6675", grid: { stroke: "#eef0f4" }, space: 80 },  // room for a time label per tick
-        { stroke: "#5d6675", grid: { stroke: "#eef0f4" }, size: 60, values: (_u, ticks) => ticks.map((tick) => (format ?? plain)(tick)) },
+        { stroke: "#5d6675", grid: { stroke: "#eef0f4" }, size: 60, incrs: stepped ? WHOLE_STEPS : undefined,
+          values: (_u, ticks) => ticks.map((tick) => (format ?? plain)(tick)) },
       ],
       series: [
         {},
@@ -59,6 +69,13 @@ export function Chart({ title, unit, times, lines, format, stepped, span }: {
           paths: stepped ? uPlot.paths.stepped!({ align: 1 }) : undefined,
         })),
       ],
+      hooks: {
+        // The time span drawn, in seconds, for whoever checks the chart (tests, screenshots).
+        draw: [(plot) => {
+          element.dataset.xMin = String(plot.scales.x.min);
+          element.dataset.xMax = String(plot.scales.x.max);
+        }],
+      },
     };
     const plot = new uPlot(options, [times, ...shown.map((line) => line.values)] as uPlot.AlignedData, element);
     return () => plot.destroy();

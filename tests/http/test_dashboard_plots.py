@@ -145,3 +145,17 @@ def test_a_session_page_shows_its_messages_tiers_and_summary_cursor(make_server,
         re.compile(rf"^Summary cursor: \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d · last run {ran}: summarized 24 messages · "
                    r"1 message after the cursor, not yet summarized$"))
     screenshot(page, "21-session-activity")
+
+
+def test_a_session_of_one_message_is_plotted_over_the_minute_before_it(make_server, page):
+    """A newcomer's first message: the chart spans the minute before it, not the years uPlot pads a lone time with."""
+    server = make_server("--http-listen", "127.0.0.1:0")
+    sent = 1_790_000_000
+    with server.client() as client:
+        client.append("first", [{"role": "user", "content": "hello", "send_at_unix_nano": sent * 1_000_000_000}])
+    page.goto(f"http://{server.http}/#/sessions/first")
+    chart = page.locator('figure.chart[data-title="Messages over time"] div[data-x-max]')
+    expect(chart.locator("canvas")).to_have_count(1)
+    expect(chart).to_have_attribute("data-x-max", str(sent))
+    expect(chart).to_have_attribute("data-x-min", str(sent - 60))
+    screenshot(page, "session-one-message")
