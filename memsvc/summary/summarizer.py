@@ -238,7 +238,9 @@ class Summarizer:
             raise
         if tally.messages:
             record("summarized")
-        elif trigger != "fit_context":  # FitContext folds until nothing is left: its last, idle fold is no run
+        elif trigger == "summarize":
+            # Only an asked-for run that found nothing is one: the job looks again every tick while a question
+            # waits for its reply (rewriting the record each time), and FitContext folds until nothing is left.
             record("nothing_new")
 
     # -- Generate --------------------------------------------------------------

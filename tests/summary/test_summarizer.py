@@ -172,6 +172,11 @@ def test_a_question_waiting_for_its_answer_waits_too(world, llm_server):
     assert world.summarizer.summarize("s").count == 2
     assert "q2" not in llm_server.calls("sum")[0].user
     assert world.summarizer.summarize("s").count == 0 and len(llm_server.calls("sum")) == 1
+    asked = read_run(world.directory("s") / SUMMARY_RUN)
+    assert asked is not None and (asked.trigger, asked.outcome) == ("summarize", "nothing_new")
+    (world.directory("s") / "history.json").touch()  # newer than summary.json: the job's tick looks at it again
+    world.summarizer.run_job()
+    assert read_run(world.directory("s") / SUMMARY_RUN) == asked, "an idle tick of the job is no run"
     world.say("s", ("assistant", "a2"), at=T0 + 10 * SECOND)
     assert world.summarizer.summarize("s").count == 2
     assert "q2 still open" in llm_server.calls("sum")[1].user
