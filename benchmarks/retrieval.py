@@ -70,7 +70,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from vectors import cost as embedder_cost
 
 from memsvc_client import Client
-from tests.support.inprocess import TEST_EMBEDDER
 from tests.support.rerank_server import RerankServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,15 +83,6 @@ PERSONA = "Kenta_Tanaka"
 EVAL_MODES = {"default": {"keyword": "keyword", "semantic": "semantic", "hybrid": "hybrid"},
               "builtin": {"semantic": "semantic builtin", "hybrid": "hybrid builtin"}}
 "Per server, `memsvc eval`'s mode -> the row of this benchmark it measures again."
-
-
-class DefaultServer(ServerProcess):
-    """`memsvc serve` as `make serve` starts it: no embedder flag (the test servers' builtin one dropped)."""
-
-    def command(self) -> list[str]:
-        command = super().command()
-        at = command.index(TEST_EMBEDDER[0])
-        return command[:at] + command[at + len(TEST_EMBEDDER):]
 
 
 class Said(msgspec.Struct, frozen=True):
@@ -274,7 +264,8 @@ def main() -> None:
     report: dict = {"embedder": DEFAULT, "embedder_package": MODELS[DEFAULT][0], "sets": {}}
     with tempfile.TemporaryDirectory(prefix="memsvc-bench-retrieval-") as tmp, RerankServer(rerank) as reranker:
         root = Path(tmp)
-        servers = [ServerProcess(root / "builtin").start(), DefaultServer(root / "default").start(120)]
+        servers = [ServerProcess(root / "builtin").start(),
+                   ServerProcess(root / "default", default_embedder=True).start(120)]
         ids: dict[str, dict[int, int]] = {}
         with servers[0].client() as one, servers[1].client() as two:
             for yardstick in sets:
@@ -294,8 +285,9 @@ def main() -> None:
             servers[1].terminate()
             shutil.copytree(root / "default", root / "reranked")
             servers[1].start(timeout=120)
-            servers.append(DefaultServer(root / "reranked", "--reranker", "http", "--reranker-base-url",
-                                         reranker.base_url, "--reranker-timeout-seconds", "10").start(timeout=120))
+            servers.append(ServerProcess(root / "reranked", "--reranker", "http", "--reranker-base-url",
+                                         reranker.base_url, "--reranker-timeout-seconds", "10",
+                                         default_embedder=True).start(timeout=120))
         try:
             for yardstick in sets:
                 served, latency = serve(servers, yardstick, ids)

@@ -120,7 +120,8 @@ def fuse(keyword: Ranking, semantic: Ranking, tuning: FusionTuning = FUSION, sem
 
 
 def _spread(scores: list[float]) -> float:
-    """How far a list's best (first) stands above its median; a single score stands above nothing (0)."""
+    """How far a list's best (first) stands above its median; a single score, with nothing below it, by all of
+    itself; an empty list by 0."""
     if len(scores) == 1:
         return scores[0]
     return scores[0] - statistics.median(scores) if scores else 0.0

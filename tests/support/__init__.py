@@ -45,9 +45,11 @@ class ServerProcess(Readable):
     """`python -m memsvc serve` in a subprocess; knows its bound addresses."""
 
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None, tcp_port: int = 0,
-                 nofile: int | None = None):
+                 nofile: int | None = None, default_embedder: bool = False):
         self.data_dir = data_dir
         self.args = list(args)
+        self.embedder_flags = () if default_embedder else TEST_EMBEDDER
+        "The test embedder, unless the server is to run the default one, as `make serve` does."
         self.tcp_port = tcp_port
         "0 picks a free port at each start; a fixed one keeps the address across restarts (behind a proxy)."
         self.nofile = nofile
@@ -66,7 +68,7 @@ class ServerProcess(Readable):
     def command(self) -> list[str]:
         return [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(self.data_dir),
                 "--listen", f"127.0.0.1:{self.tcp_port}", "--listen", f"unix://{self.socket_path}",
-                *TEST_EMBEDDER, *self.args]
+                *self.embedder_flags, *self.args]
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
         """Start it and wait for its "serving" line; RuntimeError with its log if it exits first or is not
