@@ -189,8 +189,9 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
                     traced.admitted(tenant)
                     outcome = "CANCELLED"
                     try:
-                        async for reply in behaviour(request, call_context):
-                            yield reply
+                        async with contextlib.aclosing(behaviour(request, call_context)) as replies:
+                            async for reply in replies:
+                                yield reply
                         outcome = "OK"
                     except Aborted as aborted:
                         outcome = aborted.status.code.name

@@ -14,6 +14,7 @@ store a token or the authorization header.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hmac
 import inspect
@@ -145,7 +146,11 @@ def acting(caller: Caller, tenant: str) -> contextvars.Token[tuple[Caller, str]]
 
 
 def done_acting(token: contextvars.Token[tuple[Caller, str]]) -> None:
-    _CALLER.reset(token)
+    # A stream its reader abandoned is closed by asyncio's async-generator finalizer in a task of its own,
+    # whose context never held the token: nothing of the call is current there to undo, and raising would
+    # skip the rest of the stream's ending (its audit line, closing what it wraps).
+    with contextlib.suppress(ValueError):
+        _CALLER.reset(token)
 
 
 def metadata_value(metadata: Sequence[tuple[str, str | bytes]] | None, key: str) -> str | None:
@@ -207,8 +212,9 @@ def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour) -> Behav
         async def stream(request: object, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
             token, outcome = acting(caller, tenant), "CANCELLED"
             try:
-                async for reply in behaviour(request, context):
-                    yield reply
+                async with contextlib.aclosing(behaviour(request, context)) as replies:
+                    async for reply in replies:
+                        yield reply
                 outcome = "OK"
             except grpc.aio.AbortError:
                 outcome = _code(context)

@@ -86,8 +86,9 @@ def _around(behaviour: Behaviour, begin: Callable[[object], contextlib.AbstractC
             with begin(request) as began:
                 error = None
                 try:
-                    async for reply in behaviour(request, context):
-                        yield reply
+                    async with contextlib.aclosing(behaviour(request, context)) as replies:
+                        async for reply in replies:
+                            yield reply
                 except BaseException as exc:
                     error = exc
                     raise

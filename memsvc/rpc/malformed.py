@@ -12,6 +12,7 @@ that decode and fit.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -72,8 +73,9 @@ def _refusing_replies(behaviour: Behaviour) -> Behaviour:
     """The same for a server-streaming method (an async generator)."""
     async def checked(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         await _refuse(request, context)
-        async for reply in behaviour(request, context):
-            yield reply
+        async with contextlib.aclosing(behaviour(request, context)) as replies:
+            async for reply in replies:
+                yield reply
     return checked
 
 

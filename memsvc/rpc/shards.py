@@ -68,8 +68,9 @@ class ShardServicer(shards_pb2_grpc.ShardServiceServicer):
                             context: grpc.aio.ServicerContext) -> AsyncGenerator[pb.ExportSessionResponse, None]:
         parts = serving(self.app).transfers.export(request.session_id, request.page_size)
         try:
-            async for part in _stepped(parts, self.app.settings.stream_idle_seconds, context):
-                yield pb.ExportSessionResponse(**_proto_part(part))
+            async with contextlib.aclosing(_stepped(parts, self.app.settings.stream_idle_seconds, context)) as steps:
+                async for part in steps:
+                    yield pb.ExportSessionResponse(**_proto_part(part))
         except (asyncio.CancelledError, GeneratorExit):
             log.info("export ended before its last part", extra={
                 "session": request.session_id, "why": "its reader cancelled it, went away or stopped reading"})
@@ -140,7 +141,7 @@ _SENDING: set[asyncio.Future[None]] = set()
 
 
 async def _stepped(items: Generator[T, None, None], idle_seconds: float,
-                   context: grpc.aio.ServicerContext) -> AsyncIterator[T]:
+                   context: grpc.aio.ServicerContext) -> AsyncGenerator[T, None]:
     """Each item of a blocking iterator, computed on a worker thread; closed (its holds released)
     when the stream ends for any reason, once no step is running. A reader that has not taken an item
     after `idle_seconds` (gRPC's flow control holds the stream at the yield meanwhile) gets its call

@@ -63,6 +63,21 @@ def test_calls_waiting_on_a_stalled_export_end_at_their_deadline_and_never_take_
     assert not server.logged("unexpected error"), "a cancelled export is not a bug"
 
 
+def test_an_export_its_reader_abandons_is_audited_and_frees_its_session_as_it_ends(make_server):
+    """grpcio leaves a cancelled stream's generator to asyncio, which closes it in a task of its own: the
+    export must still be audited and let go of its session then, not whenever the collector runs."""
+    server = make_server()
+    fill(server, "big")
+    channel, stream = stalled_export(server, "big")
+    stream.cancel()
+    channel.close()
+    wait_for(lambda: [e["outcome"] for e in server.logged("audit") if e["rpc"] == "ExportSession"] == ["CANCELLED"],
+             timeout=30)
+    with server.client(retry=False) as client:
+        assert client.list_messages("big", page_size=1, newest_first=True).messages[0].id == MESSAGES
+        assert client.hold_session("big").stored
+
+
 def test_an_export_whose_reader_stops_ends_after_stream_idle_seconds(make_server):
     server = make_server("--stream-idle-seconds", "2")
     fill(server, "big")
