@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+TEST_WORKERS ?= 4
 STAMP := $(VENV)/.installed
 PY_CLIENT := clients/python
 LOCAL_MODEL_STAMP := $(VENV)/.local-model
@@ -115,7 +116,7 @@ serve: install ## start the server on its embedded defaults (ARGS="--listen unix
 	$(BIN)/memsvc serve $(ARGS)
 
 test: install local-model postgres-server haproxy node-test go-test chromium ## run every test against real servers: Python, Node, Go, the conformance scenario, PostgreSQL, shards behind HAProxy and nginx, the dashboard in Chromium
-	MEMSVC_REQUIRE_CLIENTS="node go" MEMSVC_REQUIRE_POSTGRES=1 MEMSVC_REQUIRE_HAPROXY=1 MEMSVC_REQUIRE_NGINX=1 $(BIN)/python -m pytest -q $(ARGS)
+	MEMSVC_REQUIRE_CLIENTS="node go" MEMSVC_REQUIRE_POSTGRES=1 MEMSVC_REQUIRE_HAPROXY=1 MEMSVC_REQUIRE_NGINX=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 test-crash: install ## the long seeded kill -9 loop (ARGS="--iterations 300 --seed 1"), reports iterations and findings
 	$(BIN)/python -m tests.reliability.crashloop $(ARGS)
