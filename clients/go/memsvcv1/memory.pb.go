@@ -331,7 +331,8 @@ const (
 	// moved past them.
 	SummaryOutcome_SUMMARY_OUTCOME_SUMMARIZED SummaryOutcome = 1
 	// No message waited after the cursor (user messages still waiting for a
-	// reply do not count): nothing changed.
+	// reply do not count): nothing changed. Recorded only for a Summarize
+	// call: the job's and FitContext's looks that find nothing are not runs.
 	SummaryOutcome_SUMMARY_OUTCOME_NOTHING_NEW SummaryOutcome = 2
 	// The run failed (SummaryRun.reason and message say why); what it saved
 	// before the failure stays.

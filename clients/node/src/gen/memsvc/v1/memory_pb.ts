@@ -1661,7 +1661,8 @@ export enum SummaryOutcome {
 
   /**
    * No message waited after the cursor (user messages still waiting for a
-   * reply do not count): nothing changed.
+   * reply do not count): nothing changed. Recorded only for a Summarize
+   * call: the job's and FitContext's looks that find nothing are not runs.
    *
    * @generated from enum value: SUMMARY_OUTCOME_NOTHING_NEW = 2;
    */
