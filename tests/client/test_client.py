@@ -30,6 +30,8 @@ from memsvc_client import (
 from memsvc_client.errors import ERRORS
 from memsvc_client.v1 import memory_pb2 as pb
 
+pytestmark = pytest.mark.in_process
+
 QUICK = RetryPolicy(attempts=4, initial_backoff=0.01, max_backoff=0.05)
 RUN = [{"role": "system", "content": "You are a careful agent."}, {"role": "user", "content": "What is in a.txt?"},
        {"role": "assistant", "content": None, "tool_calls": [
@@ -159,6 +161,7 @@ def test_a_missing_token_is_unauthenticated(make_server, tmp_path):
         assert memory.list_sessions().sessions == []
 
 
+@pytest.mark.as_process
 def test_a_server_that_is_down_is_unavailable_after_the_retries(server):
     target = server.tcp
     server.kill()
@@ -222,6 +225,7 @@ def test_retries_can_be_turned_off(server, proxy):
         assert len(proxy.seen("GetContext")) == 1
 
 
+@pytest.mark.as_process
 def test_the_deadline_covers_every_attempt(server):
     """A stopped server (SIGSTOP) accepts the connection but never answers."""
     with server.client(timeout=0.5) as memory:

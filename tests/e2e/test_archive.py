@@ -6,6 +6,8 @@ import pytest
 from memsvc_client import MemsvcError
 from tests.support import wait_for
 
+pytestmark = pytest.mark.in_process
+
 
 def keyword(client, session_id, query, **options):
     return client.search(session_id, query, match="keyword", **options).hits
@@ -139,6 +141,7 @@ def test_reset_and_remove_reach_every_store(client):
     assert caught.value.code == grpc.StatusCode.NOT_FOUND
 
 
+@pytest.mark.as_process
 def test_kill_between_append_and_archive_commit_loses_nothing(make_server):
     # Commits wait an hour: nothing reaches the archive before the kill.
     server = make_server("--max-history-messages", "2", "--archive-commit-seconds", "3600")

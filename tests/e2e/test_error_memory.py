@@ -1,6 +1,7 @@
 """Error memory end to end: every ErrorMemoryService RPC through a real server
-process, on each backend (its SQLite file, a real PostgreSQL database), time
-moved by restarting it with --clock-offset-seconds."""
+(in the test's process; a process where one is killed), on each backend (its
+SQLite file, a real PostgreSQL database), time moved by restarting it with
+--clock-offset-seconds."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 
 from memsvc_client import ErrorRecord, MemsvcError
 from tests.support import kill_during_burst
+
+pytestmark = pytest.mark.in_process
 
 DAY_SECONDS = 86_400
 DAY_NANOS = DAY_SECONDS * 10**9
@@ -211,6 +214,7 @@ def test_bad_queries_get_invalid_argument(client):
     assert client.list_errors().records[0].action == "fix"
 
 
+@pytest.mark.as_process
 def test_sigkill_right_after_acknowledged_records_loses_none(make_server):
     server = make_server()
 

@@ -17,6 +17,8 @@ from tests.support import ServerProcess, wait_for
 from tests.support.lessons import PostgresBackend
 from tests.support.postgres import PASSWORD
 
+pytestmark = pytest.mark.in_process
+
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 MEMORY, ERROR_MEMORY = "memsvc.v1.MemoryService", "memsvc.v1.ErrorMemoryService"
 
@@ -48,6 +50,7 @@ def test_a_refused_login_stops_the_start_with_exit_code_2_and_says_why(postgres,
     assert "not-the-password" not in output
 
 
+@pytest.mark.as_process
 def test_the_password_may_come_from_the_environment(make_server, postgres, postgres_database):
     server = make_server("--lessons-backend=postgres", f"--lessons-dsn={postgres.dsn(postgres_database)}",
                          env={"MEMSVC_LESSONS_PASSWORD": PASSWORD})

@@ -1,4 +1,4 @@
-"""Semantic and hybrid search end to end: a real server process, real index files,
+"""Semantic and hybrid search end to end: a real server (a process where one crashes), real index files,
 a real HTTP embedding endpoint on loopback, and the local model when installed."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from memsvc.vectors.embedders import local
 from memsvc_client import MemsvcError
 from tests.support import wait_for
 from tests.support.embedding_server import EmbeddingServer
+
+pytestmark = pytest.mark.in_process
 
 HAS_LOCAL_MODEL = local.installed()
 FAST_BUILDS = ("--vector-rebuild-rows", "8", "--vector-trees", "4")
@@ -91,6 +93,7 @@ def test_hits_appended_after_the_last_build_are_found_in_the_tail(make_server):
         assert stored.id > built, "the hit was not in the Annoy generation"
 
 
+@pytest.mark.as_process
 def test_a_corrupted_annoy_file_is_detected_rebuilt_and_never_crashes_the_server(make_server):
     server = make_server(*FAST_BUILDS)
     topics = ["billing invoices", "kubernetes pods", "coffee beans", "unicode normalisation"]

@@ -1,4 +1,4 @@
-"""End to end through a real server process: wire, statuses, lifecycle.
+"""End to end through a real server (in the test's process): wire, statuses, lifecycle.
 
 Tests that change nothing but a session of their own share one server
 (`shared_server`); those that stop it, count its sessions or change its
@@ -16,6 +16,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from memsvc_client import MemsvcError
 from tests.support import stored_sessions
+
+pytestmark = pytest.mark.in_process
 
 
 def test_append_and_read_the_window_back_over_tcp_and_unix_socket(shared_server):

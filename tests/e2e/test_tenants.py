@@ -24,6 +24,8 @@ from tests.support.lessons import PostgresBackend
 from tests.support.llm_server import summary_reply
 from tests.support.tenancy import write_tenants
 
+pytestmark = pytest.mark.in_process
+
 A_WRITE, A_READ, A_ADMIN = "token-a-write", "token-a-read", "token-a-admin"
 B_WRITE, B_READ = "token-b-write", "token-b-read"
 ADMIN = "token-admin-of-every-tenant"

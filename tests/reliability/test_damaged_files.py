@@ -19,6 +19,8 @@ from memsvc_client import MemsvcError
 from tests.support import ServerProcess, scrape, wait_for
 from tests.support.llm_server import summary_reply
 
+pytestmark = pytest.mark.in_process
+
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 FLAGS = ("--max-history-messages", "2", "--archive-commit-seconds", "0.05")
 
@@ -180,6 +182,7 @@ def test_garbage_cutoffs_are_kept_aside_and_the_archive_serves_on(archived):
     assert server.health_status("memsvc.archive") == SERVING
 
 
+@pytest.mark.as_process
 def test_bytes_overwritten_in_a_segment_are_reported_and_shutdown_still_ends_in_time(archived):
     server, old, new = archived
     for path in index_dir(server).glob("*.store"):  # the stored messages: Tantivy opens them unchecked

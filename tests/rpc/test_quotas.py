@@ -11,6 +11,8 @@ from memsvc_client import MemsvcError
 from memsvc_client.v1 import memory_pb2 as pb
 from tests.support import rss_mib
 
+pytestmark = pytest.mark.in_process
+
 
 def stored_sessions(server) -> list[str]:
     return sorted(path.name for path in (server.data_dir / "sessions").iterdir())
@@ -178,6 +180,7 @@ def test_an_append_is_either_stored_and_acknowledged_or_refused(make_server, cou
         assert client.list_sessions().sessions[0].message_count == count  # stored once, acknowledged once
 
 
+@pytest.mark.as_process
 def test_an_embedding_too_long_for_any_index_is_refused_before_it_is_copied(make_server):
     server = make_server()
     huge = [0.5] * 1_900_000

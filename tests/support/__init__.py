@@ -203,14 +203,20 @@ def data_dir(tmp_path: Path) -> Path:
 
 IN_PROCESS = "in_process"
 """The marker (`pytestmark = pytest.mark.in_process`) of a module whose servers run in the test's process
-(tests/support/inprocess.py): for tests where the process boundary is not what is tested. Without it
-(AS_PROCESS) every server is a `memsvc serve` process: tests of kills, crashes, signals, start-up, recovery,
-data-directory locks, failure points, descriptor limits, metrics and what a process logs keep that."""
+(tests/support/inprocess.py): for tests where the process boundary is not what is tested. Without it, or
+for a test marked AS_PROCESS, every server is a `memsvc serve` process: tests of kills, crashes, signals,
+start-up, recovery, data-directory locks, failure points, descriptor limits, metrics, a process's memory
+or environment and what a process logs keep that."""
+
+AS_PROCESS = "as_process"
+"""The marker of a test, in an in_process module, whose servers are processes all the same."""
 
 
 def server_class(request: pytest.FixtureRequest) -> type[ServerProcess] | type[InProcessServer]:
-    """The kind of server the test's module asked for."""
-    return InProcessServer if request.node.get_closest_marker(IN_PROCESS) else ServerProcess
+    """The kind of server the test (or, for a module's shared server, its module) asked for."""
+    if request.node.get_closest_marker(AS_PROCESS) or not request.node.get_closest_marker(IN_PROCESS):
+        return ServerProcess
+    return InProcessServer
 
 
 @pytest.fixture

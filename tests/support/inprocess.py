@@ -11,7 +11,7 @@ records of its own threads, so log lines never leak between servers in one proce
 Must never stand in for what belongs to a process: kills, crashes, signals, the descriptor limit, failure
 points (MEMSVC_FAILPOINTS is read once per process), exit codes and stderr, the metrics registry (one per
 process). A server asked for one of these refuses with a ValueError naming it; those tests use
-ServerProcess (`AS_PROCESS`, the default).
+ServerProcess (the default, or a test marked `as_process`).
 """
 
 from __future__ import annotations
