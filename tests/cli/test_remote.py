@@ -12,6 +12,8 @@ from memsvc.cli import build_parser
 from tests.support import ROOT
 from tests.support.llm_server import summary_reply
 
+pytestmark = pytest.mark.in_process
+
 COMMANDS = ["sessions", "show", "search", "compact", "summarize", "reset", "remove", "delete"]
 LESSON_COMMANDS = ["list", "show", "edit", "delete"]
 
@@ -193,6 +195,7 @@ def test_the_token_comes_from_a_file(make_server, tmp_path):
     assert ok("sessions", "--target", server.unix, "--token-file", str(token)).strip() == "no sessions"
 
 
+@pytest.mark.as_process
 def test_a_server_that_is_down_is_unavailable(server):
     target = server.tcp
     server.kill()

@@ -1,6 +1,6 @@
-"""Export, import and holds over gRPC between real server processes: what the wire says (codes,
-reasons, routing of a stream), an export its reader abandons, an undecodable part, and an import
-a kill -9 interrupts, undone at the next start."""
+"""Export, import and holds over gRPC between real servers: what the wire says (codes, reasons,
+routing of a stream), an export its reader abandons, an undecodable part, and (between server
+processes) an import a kill -9 interrupts, undone at the next start."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from memsvc_client import (
 )
 from memsvc_client.rpcs import RPCS
 from tests.support import ServerProcess
+
+pytestmark = pytest.mark.in_process
 
 
 def fill(server: ServerProcess, session: str, pairs: int) -> None:
@@ -102,6 +104,7 @@ def test_undecodable_requests_to_every_shard_rpc_are_invalid_argument(server: Se
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, rpc.name
 
 
+@pytest.mark.as_process
 def test_an_import_a_kill_interrupts_is_undone_at_the_next_start(make_server, tmp_path) -> None:
     source = make_server(directory=tmp_path / "source")
     fill(source, "big", 6000)  # 12,000 messages: the target commits archive rows before the kill
@@ -160,6 +163,7 @@ def listed(client, session: str) -> list[tuple[int, str, str, str, int, str]]:
     return [(m.id, m.role, m.content, m.sender, m.send_at_unix_nano, m.payload_json) for m in messages]
 
 
+@pytest.mark.as_process
 def test_an_imported_session_is_exact_and_survives_a_kill_the_next_instant(make_server, tmp_path) -> None:
     """System and tool messages with payloads, archived and recent, some deleted, cross the wire
     exactly; the import is on disk when ImportSession returns, as an acknowledged Append is."""

@@ -17,6 +17,8 @@ from tests.support.browser import screenshot
 from tests.support.llm_server import LLMServer
 from tests.support.tenancy import write_tenants
 
+pytestmark = pytest.mark.in_process
+
 ROOT_SUMMARY = {"key_decisions": ["Do: keep answers short"], "past_discussions": [],
                 "current_discussion": {"topic": "plots", "description": "a test", "perspectives": "",
                                        "direction": ""}}

@@ -17,6 +17,8 @@ from memsvc_client import Client, MemsvcError
 from tests.support import ServerProcess
 from tests.support.archives import FRAMEWORK, old_index, texts
 
+pytestmark = pytest.mark.in_process
+
 OLD = {"s": texts("we deployed the fixes", "ok"), "t": texts("deploying later"), "f": FRAMEWORK}
 
 
@@ -105,6 +107,7 @@ def test_a_reset_interrupted_before_the_move_is_completed_on_the_new_index(data_
     assert index_dirs(data_dir) == [CURRENT]
 
 
+@pytest.mark.as_process
 def test_a_disk_that_fills_during_the_copy_keeps_the_old_index_and_the_next_start_finishes(data_dir, make_server):
     old_data_dir(data_dir, 1)
     before = archive_dirs(data_dir)
