@@ -155,11 +155,15 @@ def test_watch_streams_without_the_token_take_no_place_from_token_holders(make_s
         for index in range(20):
             client.append("s", [("user", f"still served {index}")])
         assert len(client.get_context("s").window) == 16
-        with pytest.raises(grpc.RpcError) as refused:
-            next(anonymous[0])
-        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        # Each is refused: for its missing token or, while eight refusals are still being answered, by the
+        # limit itself (gRPC counts a call before any interceptor sees it); none is ever served.
+        refusals = set()
         for stream in anonymous:
-            stream.cancel()
+            with pytest.raises(grpc.RpcError) as refused:
+                next(stream)
+            refusals.add(refused.value.code())
+        assert grpc.StatusCode.UNAUTHENTICATED in refusals
+        assert refusals <= {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.RESOURCE_EXHAUSTED}
     with grpc.insecure_channel(server.health) as probes:  # probes watch without a token on their port
         watch = health_pb2_grpc.HealthStub(probes).Watch(health_pb2.HealthCheckRequest())
         assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
