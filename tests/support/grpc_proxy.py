@@ -131,15 +131,17 @@ def main() -> None:
     parser.add_argument("upstream")
     parser.add_argument("--fail", action="append", default=[], metavar="METHOD=CODE:TIMES")
     args = parser.parse_args()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGTERM is blocked before grpc starts its threads (they inherit the mask) and taken by sigwait: a
+    # handler may run on any thread, and one that ran on a grpc thread never woke the main thread waiting
+    # on an Event, so the proxy outlived its test's stop() (a hang of the Node suite, seen once).
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     with RecordingProxy(args.upstream) as proxy:
         for rule in args.fail:
             method, _, failure = rule.partition("=")
             code, _, times = failure.partition(":")
             proxy.fail_next(method, grpc.StatusCode[code], int(times or 1))
         print(json.dumps({"event": "serving", "target": proxy.target}), flush=True)
-        stop.wait()
+        signal.sigwait({signal.SIGTERM})
     for call in proxy.calls:
         print(json.dumps({"method": call.method, "metadata": call.metadata,
                           "deadline_seconds": call.deadline_seconds}))
