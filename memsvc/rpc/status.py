@@ -9,6 +9,7 @@ error: the domain does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -79,18 +80,16 @@ def translated_stream(method: Streamer) -> Streamer:
 
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncGenerator[Any, None]:
-        replies = method(self, request, context)
-        try:
-            async for reply in replies:
-                yield reply
-        except grpc.aio.AbortError:
-            raise
-        except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as error:
-            await _abort(context, error, method.__name__)
-        finally:
-            await replies.aclose()
+        async with contextlib.aclosing(method(self, request, context)) as replies:
+            try:
+                async for reply in replies:
+                    yield reply
+            except grpc.aio.AbortError:
+                raise
+            except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as error:
+                await _abort(context, error, method.__name__)
 
     return wrapper  # type: ignore[return-value]
 
