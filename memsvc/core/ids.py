@@ -49,6 +49,8 @@ def _problem(text: str) -> str | None:
         return "it is not valid UTF-8 (a lone surrogate)"
     if size > MAX_SESSION_ID_BYTES:
         return f"it is {size} bytes long"
+    if text.isascii() and text.isprintable():  # most ids: U+0020 to U+007E hold no Cc or Cf character
+        return None
     for at, char in enumerate(text):
         if unicodedata.category(char) in _REFUSED_CATEGORIES:
             return f"character {at} is U+{ord(char):04X}, a control or format character"

@@ -32,8 +32,13 @@ DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024 - REPLY_SLACK
 
 def cost(record: Record, with_payload: bool = True) -> int:
     """Bytes `record` takes in a reply, counted from above."""
-    size = MESSAGE_OVERHEAD + len(record.content.encode()) + len(record.sender.encode())
-    return size + len(record.payload.encode()) if with_payload else size
+    size = MESSAGE_OVERHEAD + utf8_size(record.content) + utf8_size(record.sender)
+    return size + utf8_size(record.payload) if with_payload else size
+
+
+def utf8_size(text: str) -> int:
+    # An ASCII string's length is its size, without encoding a copy (isascii reads a flag CPython keeps).
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def without_payloads(records: Sequence[Record]) -> list[Record]:
@@ -43,6 +48,11 @@ def without_payloads(records: Sequence[Record]) -> list[Record]:
 def newest_fitting(records: Sequence[Record], budget: int) -> int:
     """How many of the newest `records` (oldest first) fit in `budget` bytes; at least one, or
     MESSAGE_TOO_LARGE_FOR_REPLY naming the newest."""
+    # Four bytes per code point bound UTF-8 from above: a reply far within its budget, the usual one, is
+    # counted without encoding a text.
+    if sum(len(record.content) + len(record.sender) + len(record.payload) for record in records) * 4 \
+            + MESSAGE_OVERHEAD * len(records) <= budget:
+        return len(records)
     used = taken = 0
     for record in reversed(records):
         used += cost(record)
@@ -61,7 +71,7 @@ def echoed(records: Sequence[Record], budget: int) -> tuple[list[Record], int]:
     whole = 0
     used = sum(cost(_acknowledgement(record)) for record in records)
     for record in reversed(records):
-        used += len(record.content.encode()) + len(record.payload.encode())
+        used += utf8_size(record.content) + utf8_size(record.payload)
         if used > budget:
             break
         whole += 1

@@ -27,7 +27,7 @@ from memsvc.app import App, Tenant
 from memsvc.core.errors import MemsvcError, PermissionDenied, Unauthenticated
 from memsvc.core.reasons import Reason
 from memsvc.rpc import audit
-from memsvc.rpc.handlers import Behaviour, rewrap
+from memsvc.rpc.handlers import Behaviour, Rewrapped, rewrap
 from memsvc.rpc.instrument import observe_call
 from memsvc.rpc.status import CODES, to_status
 from memsvc.runtime import tracing
@@ -167,7 +167,7 @@ class Admission(grpc.aio.ServerInterceptor):
 
     def __init__(self, access: Access):
         self._access = access
-        self._open: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self._open = Rewrapped()
         "An open server's wrapped handler of each method (every call's caller and tenant are the same there)."
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
@@ -196,12 +196,10 @@ class Admission(grpc.aio.ServerInterceptor):
 
     def _wrapped_open(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         """What `intercept_service` makes of `handler` on an open server, made once per method."""
-        cached = self._open.get(full_method)
-        if cached is None or cached[0] is not handler:
+        def make(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
             method = full_method.rpartition("/")[2]
-            cached = handler, rewrap(handler, lambda behaviour: _as(method, OPEN, DEFAULT, behaviour))
-            self._open[full_method] = cached
-        return cached[1]
+            return rewrap(handler, lambda behaviour: _as(method, OPEN, DEFAULT, behaviour))
+        return self._open.get(full_method, handler, make)
 
 
 def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour) -> Behaviour:

@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from memsvc.core.errors import InvalidArgument, MemsvcError, ResourceExhausted
 from memsvc.core.reasons import Reason
 from memsvc.lessons import validation
-from memsvc.rpc.handlers import Behaviour, rewrap
+from memsvc.rpc.handlers import Behaviour, Rewrapped, rewrap
 from memsvc.rpc.status import to_status
 
 SERVICES = ("/memsvc.v1.",)
@@ -94,13 +94,21 @@ def _refusing_requests(behaviour: Behaviour) -> Behaviour:
 
 
 class MalformedRequests(grpc.aio.ServerInterceptor):
+    def __init__(self) -> None:
+        self._rewrapped = Rewrapped()
+
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if (handler is None or not method.startswith(SERVICES)
                 or handler.request_deserializer is None or (handler.request_streaming and handler.response_streaming)):
             return handler
-        max_bytes = ERROR_MEMORY_MAX_REQUEST_BYTES if method.startswith(ERROR_MEMORY) else None
-        wrap = (_refusing_requests if handler.request_streaming
-                else _refusing_replies if handler.response_streaming else _refusing)
-        return rewrap(handler, wrap, _tolerant(handler.request_deserializer, max_bytes))
+        decode = handler.request_deserializer
+        return self._rewrapped.get(method, handler, lambda handler: _checking(method, handler, decode))
+
+
+def _checking(method: str, handler: grpc.RpcMethodHandler, decode: Callable[[bytes], Any]) -> grpc.RpcMethodHandler:
+    max_bytes = ERROR_MEMORY_MAX_REQUEST_BYTES if method.startswith(ERROR_MEMORY) else None
+    wrap = (_refusing_requests if handler.request_streaming
+            else _refusing_replies if handler.response_streaming else _refusing)
+    return rewrap(handler, wrap, _tolerant(decode, max_bytes))
