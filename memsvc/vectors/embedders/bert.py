@@ -85,23 +85,27 @@ class _LayerNorm:
 
 
 class _Layer:
-    """One transformer layer, weights transposed once so every product is x @ W."""
+    """One transformer layer, weights transposed once (into one block, see _into_one_block) so every
+    product is x @ W."""
+
+    MATRICES = ("qkv", "attention_out", "intermediate", "output")
+    "The weight matrices, in the order a pass reads them."
 
     def __init__(self, weights: dict[str, np.ndarray], prefix: str, heads: int, eps: float):
         def dense(name: str) -> tuple[np.ndarray, np.ndarray]:
-            return (np.ascontiguousarray(weights[f"{prefix}.{name}.weight"].T), weights[f"{prefix}.{name}.bias"])
+            return weights[f"{prefix}.{name}.weight"].T, weights[f"{prefix}.{name}.bias"]
 
         (wq, bq), (wk, bk), (wv, bv) = (dense(f"attention.self.{part}") for part in ("query", "key", "value"))
         width = wq.shape[0]
         self.heads, self.head_width = heads, width // heads
         # The 1/sqrt(head width) of the attention scores is folded into the query weights.
         scale = np.float32(1 / math.sqrt(self.head_width))
-        self.qkv = np.ascontiguousarray(np.concatenate([wq * scale, wk, wv], axis=1))
+        self.qkv = np.concatenate([wq * scale, wk, wv], axis=1)
         self.qkv_bias = np.concatenate([bq * scale, bk, bv])
-        self.attention_out = dense("attention.output.dense")
+        self.attention_out, self.attention_out_bias = dense("attention.output.dense")
         self.attention_norm = _LayerNorm(weights, f"{prefix}.attention.output.LayerNorm", eps)
-        self.intermediate = dense("intermediate.dense")
-        self.output = dense("output.dense")
+        self.intermediate, self.intermediate_bias = dense("intermediate.dense")
+        self.output, self.output_bias = dense("output.dense")
         self.output_norm = _LayerNorm(weights, f"{prefix}.output.LayerNorm", eps)
 
     def __call__(self, x: np.ndarray, mask_bias: np.ndarray | None) -> np.ndarray:
@@ -120,14 +124,33 @@ class _Layer:
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
         context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, tokens, width)
-        x += context @ self.attention_out[0]
-        x += self.attention_out[1]
+        x += context @ self.attention_out
+        x += self.attention_out_bias
         x = self.attention_norm(x)
-        hidden = x @ self.intermediate[0]
-        hidden += self.intermediate[1]
-        x += _gelu(hidden) @ self.output[0]
-        x += self.output[1]
+        hidden = x @ self.intermediate
+        hidden += self.intermediate_bias
+        x += _gelu(hidden) @ self.output
+        x += self.output_bias
         return self.output_norm(x)
+
+
+def _into_one_block(layers: list[_Layer]) -> None:
+    """Copies the layers' matrices, C-contiguous, into one block in the order a pass reads them.
+
+    numpy asks Linux for huge pages for blocks of 4 MB and more, which no single matrix is: a query's
+    pass streams all ~42 MB, on a miss of the CPU caches (after another model's pass) from memory, and
+    went ~5% faster on 2 MB pages than on 4 KB ones.
+    """
+    block = np.empty(sum(getattr(layer, name).size for layer in layers for name in _Layer.MATRICES),
+                     dtype=np.float32)
+    start = 0
+    for layer in layers:
+        for name in _Layer.MATRICES:
+            matrix = getattr(layer, name)
+            view = block[start:start + matrix.size].reshape(matrix.shape)
+            view[...] = matrix
+            setattr(layer, name, view)
+            start += matrix.size
 
 
 class BertEncoder:
@@ -163,6 +186,7 @@ class BertEncoder:
         eps, heads = float(self._config["layer_norm_eps"]), int(self._config["num_attention_heads"])
         layers = [_Layer(weights, f"encoder.layer.{number}", heads, eps)
                   for number in range(int(self._config["num_hidden_layers"]))]
+        _into_one_block(layers)
         self._loaded = (tokenizer, weights["embeddings.word_embeddings.weight"],
                         weights["embeddings.position_embeddings.weight"],
                         weights["embeddings.token_type_embeddings.weight"][0],
