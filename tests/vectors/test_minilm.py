@@ -81,7 +81,7 @@ def test_the_numpy_forward_pass_agrees_with_sentence_transformers(model):
     torch_vectors = local.LocalModelEmbedder("").vectors(sentences)
     ours = model.encoder.vectors(sentences)
     cosines = (ours * torch_vectors).sum(axis=1)
-    assert cosines.min() > 0.999, cosines.min()
+    assert cosines.min() >= 0.9999, cosines.min()  # the bar the numpy pass is held to; ~0.9999998 measured
 
 
 def test_a_real_server_finds_the_friday_messages_after_they_left_the_window(make_server):

@@ -89,6 +89,8 @@ def no_space_share(texts: Sequence[str]) -> np.ndarray:
     classes, _ = _tables()
     shares = np.zeros(len(texts), dtype=np.float32)
     for row, text in enumerate(texts):
+        if text.isascii():  # most text, and none of those scripts: a query's vector skips six numpy calls
+            continue
         codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
         kind = np.where(codes < 0x10000, classes[codes & 0xFFFF], _SEPARATOR)
         kind[(codes >= _ASTRAL_IDEOGRAPHS[0]) & (codes <= _ASTRAL_IDEOGRAPHS[1])] = _SCRIPT_WITHOUT_SPACES
