@@ -27,6 +27,12 @@ _INVISIBLE = (
 _VISIBLE = re.compile(f"[^{_INVISIBLE}]")
 
 
+def utf8_size(text: str) -> int:
+    """Bytes `text` takes in UTF-8 (a lone surrogate as its three bytes, so any str has a size)."""
+    # An ASCII string's length is its size, without encoding a copy (isascii reads a flag CPython keeps).
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def has_visible_text(text: str) -> bool:
     """False for text made only of whitespace, control and format characters (NUL, zero-width
     spaces and joiners, direction marks...): what a reader would see as nothing.

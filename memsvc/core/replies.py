@@ -17,7 +17,7 @@ import msgspec
 
 from memsvc.core.errors import FailedPrecondition
 from memsvc.core.reasons import Reason
-from memsvc.core.records import Record
+from memsvc.core.records import Record, utf8_size
 
 MESSAGE_OVERHEAD = 96
 """Bytes a message costs in a reply besides its texts: protobuf spends at most ~70 (the repeated field's tag
@@ -34,11 +34,6 @@ def cost(record: Record, with_payload: bool = True) -> int:
     """Bytes `record` takes in a reply, counted from above."""
     size = MESSAGE_OVERHEAD + utf8_size(record.content) + utf8_size(record.sender)
     return size + utf8_size(record.payload) if with_payload else size
-
-
-def utf8_size(text: str) -> int:
-    # An ASCII string's length is its size, without encoding a copy (isascii reads a flag CPython keeps).
-    return len(text) if text.isascii() else len(text.encode())
 
 
 def without_payloads(records: Sequence[Record]) -> list[Record]:

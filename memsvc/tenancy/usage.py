@@ -15,7 +15,7 @@ from pathlib import Path
 
 from memsvc.core.errors import ResourceExhausted
 from memsvc.core.reasons import Reason
-from memsvc.core.records import Record
+from memsvc.core.records import Record, utf8_size
 
 
 class Usage:
@@ -67,7 +67,7 @@ class Usage:
 
 def _bytes(records: Sequence[Record]) -> int:
     """What `records` take on disk, roughly: their text and payload, UTF-8 (the measurement corrects it)."""
-    return sum(_utf8(record.content) + _utf8(record.payload)
+    return sum(utf8_size(record.content) + utf8_size(record.payload)
                for record in records)
 
 
@@ -81,7 +81,3 @@ def directory_bytes(directory: Path) -> int:
             except OSError:
                 continue  # removed while walked
     return total
-
-
-def _utf8(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))

@@ -13,7 +13,7 @@ import msgspec
 from memsvc.core.config import Settings
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.reasons import Reason
-from memsvc.core.records import ROLES, Record, has_visible_text
+from memsvc.core.records import ROLES, Record, has_visible_text, utf8_size
 
 MAX_SENDER_CHARS = 256
 MAX_IDEMPOTENCY_KEY_CHARS = 256
@@ -53,7 +53,7 @@ def check_message(message: NewMessage | Record, where: str, settings: Settings) 
     if not has_visible_text(message.content):
         raise InvalidArgument(f"{where}.content is empty (or only whitespace, control or zero-width "
                               "characters)", reason=Reason.EMPTY_CONTENT)
-    size = len(message.content.encode("utf-8", "surrogatepass"))
+    size = utf8_size(message.content)
     if size > settings.max_message_bytes:
         raise InvalidArgument(
             f"{where}.content is {size} bytes; at most {settings.max_message_bytes} "
@@ -74,7 +74,7 @@ def check_idempotency_key(idempotency_key: str) -> None:
 
 
 def _check_payload(payload: str, where: str, settings: Settings) -> None:
-    size = len(payload.encode("utf-8", "surrogatepass"))
+    size = utf8_size(payload)
     if size > settings.max_message_bytes:
         raise InvalidArgument(f"{where}.payload_json is {size} bytes; at most {settings.max_message_bytes} "
                               "(max_message_bytes)", reason=Reason.PAYLOAD_TOO_LARGE)

@@ -56,9 +56,6 @@ class MiniLMEmbedder(Embedder):
         # Text mostly in such scripts is theirs alone: a few Latin letters ("Bart在圣诞节晚会上跳舞") would
         # otherwise blend in the model's reading of Chinese, which ranked MADial's Chinese half worse.
         share[share >= DOMINANT_SHARE] = 1.0
-        if not share.any():  # all written with spaces (a query, mostly): the model's unit vectors as they are
-            out[:, :self.encoder.dimension] = self.encoder.vectors(texts)
-            return out
         # Text wholly in a script without spaces skips the model: it would be weighted zero.
         modelled = np.flatnonzero(share < 1.0)
         if len(modelled):
