@@ -40,13 +40,18 @@ def without_payloads(records: Sequence[Record]) -> list[Record]:
     return [msgspec.structs.replace(record, payload="") if record.payload else record for record in records]
 
 
+def surely_fits(records: Sequence[Record], budget: int) -> bool:
+    """Whether `records` fit in `budget` bytes by a count that encodes no text: four bytes per code point
+    bound UTF-8 from above, so a reply far within its budget, the usual one, is known to fit at the cost of
+    a few len() calls. False says only that the exact count (`cost`) must decide."""
+    return sum(len(record.content) + len(record.sender) + len(record.payload) for record in records) * 4 \
+        + MESSAGE_OVERHEAD * len(records) <= budget
+
+
 def newest_fitting(records: Sequence[Record], budget: int) -> int:
     """How many of the newest `records` (oldest first) fit in `budget` bytes; at least one, or
     MESSAGE_TOO_LARGE_FOR_REPLY naming the newest."""
-    # Four bytes per code point bound UTF-8 from above: a reply far within its budget, the usual one, is
-    # counted without encoding a text.
-    if sum(len(record.content) + len(record.sender) + len(record.payload) for record in records) * 4 \
-            + MESSAGE_OVERHEAD * len(records) <= budget:
+    if surely_fits(records, budget):
         return len(records)
     used = taken = 0
     for record in reversed(records):

@@ -159,7 +159,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         call_context = CallContext(context)
         with _traced(method, context, request) as traced:
             try:
-                with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
+                with gate.admit(method.name, *_credentials(context), request) as (caller, tenant):
                     traced.admitted(tenant)
                     outcome, reply, started = "CANCELLED", None, time.perf_counter()
                     try:
@@ -170,8 +170,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
                         outcome = aborted.status.code.name
                         raise
                     finally:
-                        audit.record(method.name, caller, tenant,
-                                     audit.session_of(reply) or audit.session_of(request), outcome)
+                        audit.record(method.name, caller, tenant, outcome, reply, request)
                         instrument.observe_call(method.name, tenant, request, reply, time.perf_counter() - started)
             except MemsvcError as refused:  # by the gate
                 raise traced.failed(to_status(refused)) from None
@@ -185,7 +184,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
         call_context = CallContext(context)
         with _traced(method, context, request) as traced:
             try:
-                with gate.admit(method.name, *_credentials(context), audit.session_of(request)) as (caller, tenant):
+                with gate.admit(method.name, *_credentials(context), request) as (caller, tenant):
                     traced.admitted(tenant)
                     outcome = "CANCELLED"
                     try:
@@ -197,7 +196,7 @@ def _endpoint(method: MethodDescriptor, behaviour: Behaviour, gate: Gate) -> Any
                         outcome = aborted.status.code.name
                         raise
                     finally:
-                        audit.record(method.name, caller, tenant, audit.session_of(request), outcome)
+                        audit.record(method.name, caller, tenant, outcome, request)
             except MemsvcError as refused:
                 raise traced.failed(to_status(refused)) from None
             except Aborted as aborted:

@@ -26,13 +26,14 @@ class Gate:
 
     @contextmanager
     def admit(self, method: str, authorization: str | None, tenant: str | None,
-              session: str = "") -> Iterator[tuple[Caller, str]]:
+              request: object = None) -> Iterator[tuple[Caller, str]]:
         """Hold one place for a call of `method` presenting these headers, its caller and the tenant it acts for
-        current for the block (and yielded); raises when it may not run (audited, naming `session`)."""
+        current for the block (and yielded); raises when it may not run (audited, naming the session `request`
+        names)."""
         try:
             caller, acting_for = self.access.admit(method, authorization, tenant)
         except MemsvcError as refused:
-            self.access.audit_refusal(method, authorization, tenant, session, refused)
+            self.access.audit_refusal(method, authorization, tenant, request, refused)
             raise
         if self._in_flight >= self._max_in_flight:
             raise ResourceExhausted(f"Concurrent RPC limit exceeded! ({self._max_in_flight} calls in flight on the "

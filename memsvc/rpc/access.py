@@ -97,7 +97,7 @@ class Access:
                                    reason=Reason.ROLE_FORBIDS, metadata={"needed": needed, "role": caller.role})
         return caller, self._acting_for(caller, tenant)
 
-    def audit_refusal(self, method: str, authorization: str | bytes | None, named: str | None, session: str,
+    def audit_refusal(self, method: str, authorization: str | bytes | None, named: str | None, request: object,
                       refused: MemsvcError) -> None:
         """The audit line of a call refused before it ran (its token, role or tenant), with what is known of
         its caller: an audited call's refusals are what an audit log is most read for."""
@@ -108,7 +108,7 @@ class Access:
         except MemsvcError:
             caller = None
         tenant = named or (caller.tenant if caller is not None else "")
-        audit.record(method, caller, tenant, session, CODES[refused.kind].name)
+        audit.record(method, caller, tenant, CODES[refused.kind].name, request)
 
     def _acting_for(self, caller: Caller, named: str | None) -> str:
         if caller.tenant != ANY:
@@ -187,7 +187,7 @@ class Admission(grpc.aio.ServerInterceptor):
 
             def refuse(_: Behaviour) -> Behaviour:
                 async def abort(request: object, context: grpc.aio.ServicerContext) -> None:
-                    access.audit_refusal(method, authorization, named, audit.session_of(request), failure)
+                    access.audit_refusal(method, authorization, named, request, failure)
                     await context.abort_with_status(status)
                 return abort
 
@@ -219,7 +219,7 @@ def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour) -> Behav
                 raise
             finally:
                 done_acting(token)
-                audit.record(method, caller, tenant, audit.session_of(request), outcome)
+                audit.record(method, caller, tenant, outcome, request)
         return stream
 
     async def unary(request: object, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
@@ -233,7 +233,7 @@ def _as(method: str, caller: Caller, tenant: str, behaviour: Behaviour) -> Behav
             raise
         finally:
             done_acting(token)
-            audit.record(method, caller, tenant, audit.session_of(reply) or audit.session_of(request), outcome)
+            audit.record(method, caller, tenant, outcome, reply, request)
             observe_call(method, tenant, request, reply, time.perf_counter() - started)
     return unary
 

@@ -21,14 +21,16 @@ AUDITED = frozenset({"Reset", "RemoveSession", "DeleteMessages", "ReplaceMessage
                      "HoldSession", "ReleaseSession", "PauseSessionCreation", "ImportSession", "ExportSession"})
 
 
-def record(method: str, caller: Caller | None, tenant: str, session: str, outcome: str) -> None:
-    """One audited call's line (nothing for a call that is not audited); `caller` None: a token the server
-    does not know (or none), whose tenant and label are not known either."""
+def record(method: str, caller: Caller | None, tenant: str, outcome: str, *messages: object) -> None:
+    """One audited call's line (nothing for a call that is not audited: every call comes here, so nothing
+    is read from it before that is known); `caller` None: a token the server does not know (or none),
+    whose tenant and label are not known either. The session is the first that `messages` name: an
+    import's reply names the session its request stream did not."""
     if method in AUDITED:
+        session = next(filter(None, map(_session_of, messages)), "")
         log.info("audit", extra={"rpc": method, "tenant": tenant, "token": caller.label if caller else "",
                                  "role": caller.role if caller else "", "session": session, "outcome": outcome})
 
 
-def session_of(message: object) -> str:
-    """The session a request (or, for an import, its reply) names; empty when none."""
+def _session_of(message: object) -> str:
     return str(getattr(message, "session_id", ""))

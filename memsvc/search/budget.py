@@ -22,6 +22,8 @@ def within(results: Results, reply_bytes: int, omit_payloads: bool) -> Results:
     if omit_payloads:
         hits = [msgspec.structs.replace(hit, record=record)
                 for hit, record in zip(hits, replies.without_payloads([hit.record for hit in hits]), strict=True)]
+    if replies.surely_fits([hit.record for hit in hits], reply_bytes):
+        return Results(hits, results.unsearched)  # all kept: runs stay numbered as expansion numbered them
     kept: set[int] = set()
     used = 0
     for unit in _ranked_units(hits):

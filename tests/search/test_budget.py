@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memsvc.core import replies
 from memsvc.core.errors import FailedPrecondition
@@ -27,6 +29,29 @@ def test_whole_runs_are_kept_best_first_and_numbered_again_in_time_order():
     assert kept.omitted == 2 and kept.unsearched == 3
     everything = within(Results(RUNS), 10**9, omit_payloads=False)
     assert everything.hits == RUNS and everything.omitted == 0
+
+
+TEXTS = st.text(alphabet=st.sampled_from("ab é中🙂"), max_size=40)
+RUN_SIZES = st.lists(st.integers(1, 4), min_size=1, max_size=5)
+
+
+@given(RUN_SIZES, st.data())
+def test_every_hit_is_kept_exactly_when_their_utf8_bytes_fit(run_sizes, data):
+    # Runs numbered from 1 in time order as expansion numbers them, each led by a match; budgets on and beside
+    # the exact total and anywhere up to past four times it: both sides of the shortcut that encodes no text.
+    hits = [Hit(Record(id=len(run_sizes) * 10 + place, content=data.draw(TEXTS), payload=data.draw(TEXTS)),
+                "recent", score=0.0 if place else 0.5 + run / 100, is_context=bool(place), run=run)
+            for run, size in enumerate(run_sizes, start=1) for place in range(size)]
+    total = sum(replies.MESSAGE_OVERHEAD + len(h.record.content.encode()) + len(h.record.payload.encode())
+                for h in hits)
+    budget = data.draw(st.one_of(st.integers(total - 2, total + 2), st.integers(total, 5 * total)))
+    try:
+        kept = within(Results(hits, unsearched=1), budget, omit_payloads=False)
+    except FailedPrecondition:  # not even the best match fits alone
+        assert total > budget
+        return
+    assert (kept.hits == hits and kept.omitted == 0) == (total <= budget)
+    assert kept.unsearched == 1 and len(kept.hits) + kept.omitted == len(hits)
 
 
 def test_keyword_hits_without_context_keep_their_rank_order():
