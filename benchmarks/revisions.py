@@ -1,14 +1,17 @@
-"""The same calls against two revisions of memsvc, side by side in one run.
+"""The same calls against two or more revisions of memsvc, side by side in one run.
 
 For changes that must not change speed (a restructure, a rename): each
 revision is checked out into a temporary git worktree and served by this
-checkout's Python environment, a third server runs the first revision again
+checkout's Python environment, one more server runs the first revision again
 as a twin (its ratio to the first is the noise), and every round calls
-Check, Append, GetContext, keyword and semantic Search on all three in a
-shuffled order. Requests use the contract's oldest shape, so any revision
-since the first contract answers them.
+Check, Append, GetContext, keyword and semantic Search on all of them in a
+shuffled order. With --each-twice every revision is served twice and its p50
+is the mean of its two servers': for finding which of several revisions
+moved a figure smaller than one server's noise. Requests use the contract's
+oldest shape, so any revision since the first contract answers them.
 
     .venv/bin/python benchmarks/revisions.py 98ef14d ffff406 --rounds 500
+    .venv/bin/python benchmarks/revisions.py d034eea f4ffcb9 82a0260 HEAD --each-twice --rounds 1200
 """
 
 from __future__ import annotations
@@ -85,26 +88,30 @@ def calls(served: Served, text: Callable[[], str]) -> dict[str, Callable[[], obj
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("first")
-    parser.add_argument("second")
+    parser.add_argument("revisions", nargs="+", metavar="REVISION", help="two or more; ratios are over the first")
     parser.add_argument("--rounds", type=int, default=500)
+    parser.add_argument("--each-twice", action="store_true", help="serve every revision twice, not only the first")
     args = parser.parse_args()
+    if len(args.revisions) < 2:
+        parser.error("name at least two revisions")
     scratch = Path(tempfile.mkdtemp())
     rng = random.Random(3)
 
     def text() -> str:
         return " ".join(rng.choice(WORDS) for _ in range(12))
 
-    checkouts = {}
-    for label, revision in (("first", args.first), ("second", args.second)):
-        checkouts[label] = scratch / label
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(checkouts[label]), revision],
+    revisions = list(dict.fromkeys(args.revisions))
+    checkouts = {revision: scratch / f"checkout-{number}" for number, revision in enumerate(revisions)}
+    # (label, revision): the first revision's second server is its twin; with --each-twice every revision's is.
+    servings = [(revision, revision) for revision in revisions]
+    servings += [(f"{revision} twin", revision) for revision in (revisions if args.each_twice else revisions[:1])]
+    for revision, checkout in checkouts.items():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(checkout), revision],
                        check=True, capture_output=True)
     servers: dict[str, Served] = {}
     try:
-        for label, checkout in (("first", checkouts["first"]), ("second", checkouts["second"]),
-                                ("twin", checkouts["first"])):
-            servers[label] = Served(checkout, scratch / f"data-{label}")
+        for number, (label, revision) in enumerate(servings):
+            servers[label] = Served(checkouts[revision], scratch / f"data-{number}")
             for _ in range(HISTORY):
                 calls(servers[label], text)["append"]()
         time.sleep(3)  # the derived stores catch up before timing
@@ -123,14 +130,21 @@ def main() -> None:
         for checkout in checkouts.values():
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(checkout)], check=False)
         shutil.rmtree(scratch, ignore_errors=True)
-    timings = {label: {name: percentiles(samples[(label, name)]) for name in calls(servers[label], text)}
-               for label in servers}
-    def over_first(label: str, name: str) -> float:
-        return round(timings[label][name]["p50_ms"] / timings["first"][name]["p50_ms"], 3)
+    names = list(calls(servers[revisions[0]], text))
+    timings = {label: {name: percentiles(samples[(label, name)]) for name in names} for label in servers}
 
-    ratios = {name: {"second_over_first": over_first("second", name), "twin_over_first": over_first("twin", name)}
-              for name in timings["first"]}
-    result = {"first": args.first, "second": args.second, "rounds": args.rounds, "p50_ratios": ratios,
+    def p50(revision: str, name: str) -> float:
+        """The revision's p50; with --each-twice, the mean of its two servers'."""
+        served = [label for label, of in servings if of == revision and (args.each_twice or label == revision)]
+        return sum(timings[label][name]["p50_ms"] for label in served) / len(served)
+
+    first = revisions[0]
+    ratios = {name: {**{f"{revision}_over_first": round(p50(revision, name) / p50(first, name), 3)
+                        for revision in revisions[1:]},
+                     "twin_over_first": round(timings[f"{first} twin"][name]["p50_ms"] / timings[first][name]["p50_ms"],
+                                              3)}
+              for name in names}
+    result = {"revisions": revisions, "each_twice": args.each_twice, "rounds": args.rounds, "p50_ratios": ratios,
               "latency": timings}
     print(json.dumps(ratios, indent=1))
     save("revisions", result)
