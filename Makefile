@@ -161,7 +161,7 @@ bench-retrieval: install local-model ## RealMem retrieval: every match mode besi
 bench-archive: install ## keyword search over 1,000,000 archived messages vs SQLite FTS5, ~2 min (ARGS="--messages 100000")
 	$(BIN)/python benchmarks/archive.py $(ARGS)
 
-bench-revisions: install ## the same calls against two revisions side by side, with a twin for noise: ARGS="REV1 REV2", ~3 min
+bench-revisions: install ## the same calls against two or more revisions side by side, with a twin for noise: ARGS="REV1 REV2 [...] [--each-twice]", ~3 min for two
 	$(BIN)/python benchmarks/revisions.py $(ARGS)
 
 .PHONY: test-crash test-load help install local-model proto proto-python check-proto node-install node-test postgres-server haproxy go-tools go-build go-test serve test lint bench bench-archive bench-fit bench-lessons bench-proxy bench-transfer bench-vectors bench-revisions bench-retrieval dashboard chromium
